@@ -1,0 +1,19 @@
+// Bulk conversion between float storage dtypes (F32, BF16, F16, F8_E4M3, F8_E5M2), vectorized
+// with Highway and dispatched at run time. f32 -> bf16/f16 rounds to nearest even.
+// Thread-safe; callers parallelise over disjoint ranges.
+#pragma once
+
+#include <cstddef>
+
+#include "core/dtype.h"
+
+namespace vidax {
+
+// Converts n contiguous elements. Both dtypes must be float types; F8 is accepted as source only.
+void convert_floats(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n);
+
+// Scalar reference used by tests.
+void convert_floats_reference(const void* src, DType src_dtype, void* dst, DType dst_dtype,
+                              size_t n);
+
+}  // namespace vidax

@@ -1,0 +1,98 @@
+#include "core/dtype.h"
+
+#include <cmath>
+#include <limits>
+
+namespace vidax {
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 4;
+    case DType::kBF16: return 2;
+    case DType::kF16: return 2;
+    case DType::kF8E4M3: return 1;
+    case DType::kF8E5M2: return 1;
+    case DType::kI64: return 8;
+    case DType::kI32: return 4;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "F32";
+    case DType::kBF16: return "BF16";
+    case DType::kF16: return "F16";
+    case DType::kF8E4M3: return "F8_E4M3";
+    case DType::kF8E5M2: return "F8_E5M2";
+    case DType::kI64: return "I64";
+    case DType::kI32: return "I32";
+  }
+  return "?";
+}
+
+std::optional<DType> dtype_from_name(std::string_view name) {
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3, DType::kF8E5M2,
+                  DType::kI64, DType::kI32}) {
+    if (dtype_name(d) == name) return d;
+  }
+  return std::nullopt;
+}
+
+bool is_float(DType dtype) { return dtype != DType::kI64 && dtype != DType::kI32; }
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t man = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else {  // subnormal: value = man * 2^-24
+      float f = std::ldexp(static_cast<float>(man), -24);
+      std::memcpy(&bits, &f, 4);
+      bits |= sign;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  }
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+uint16_t f32_to_f16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return sign | 0x7e00u;  // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // overflow (rounds to inf)
+  if (abs < 0x38800000u) {                        // subnormal or zero in f16
+    float a;
+    std::memcpy(&a, &abs, 4);
+    // a * 2^24 rounded to nearest even gives the subnormal mantissa.
+    return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f));
+  }
+  uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
+  return sign | static_cast<uint16_t>((rounded - (112u << 23)) >> 13);
+}
+
+float f8e4m3_to_f32(uint8_t b) {
+  const float sign = (b & 0x80) ? -1.0f : 1.0f;
+  const int exp = (b >> 3) & 0xf;
+  const int man = b & 0x7;
+  if (exp == 0xf && man == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  if (exp == 0) return sign * std::ldexp(static_cast<float>(man), -9);  // 2^-6 * man/8
+  return sign * std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
+}
+
+float f8e5m2_to_f32(uint8_t b) {
+  // e5m2 is the top byte of an f16.
+  return f16_to_f32(static_cast<uint16_t>(b) << 8);
+}
+
+}  // namespace vidax

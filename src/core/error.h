@@ -1,0 +1,43 @@
+// Errors. Two kinds, kept apart on purpose:
+//  - InputError: something the user handed us is wrong (a file, a tensor, a flag, a size). The
+//    message names the thing and what was expected; the CLI prints it on one line and exits 1.
+//  - VIDAX_CHECK: an internal invariant. Failing it is a bug in vidax; it aborts with file:line.
+// Never abort on input. Thread-safe (no shared state).
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace vidax {
+
+class InputError : public std::runtime_error {
+ public:
+  explicit InputError(const std::string& message) : std::runtime_error(message) {}
+};
+
+// Concatenates anything streamable: str_cat("tensor ", name, " has ", n, " dims").
+template <typename... Args>
+std::string str_cat(Args&&... args) {
+  std::ostringstream os;
+  ((os << std::forward<Args>(args)), ...);
+  return os.str();
+}
+
+template <typename... Args>
+[[noreturn]] void throw_input_error(Args&&... args) {
+  throw InputError(str_cat(std::forward<Args>(args)...));
+}
+
+[[noreturn]] void check_failed(const char* file, int line, const char* condition,
+                               const std::string& message);
+
+}  // namespace vidax
+
+#define VIDAX_CHECK(cond, ...)                                                        \
+  do {                                                                                \
+    if (!(cond)) [[unlikely]] {                                                       \
+      ::vidax::check_failed(__FILE__, __LINE__, #cond, ::vidax::str_cat(__VA_ARGS__)); \
+    }                                                                                 \
+  } while (0)

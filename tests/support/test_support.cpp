@@ -1,0 +1,73 @@
+#include "support/test_support.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+namespace vidax::testing {
+
+std::string wan_fixture(const std::string& name) {
+  const std::string path = std::string(VIDAX_FIXTURES_DIR) + "/wan/" + name;
+  return std::filesystem::exists(path) ? path : std::string();
+}
+
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& reference, double atol,
+                                     double rtol, const std::string& what) {
+  if (actual.numel() != reference.numel()) {
+    return ::testing::AssertionFailure() << what << ": element count " << actual.shape().str()
+                                         << " vs reference " << reference.shape().str();
+  }
+  const std::vector<float> a = actual.to_float_vector();
+  const std::vector<float> r = reference.to_float_vector();
+  double worst_excess = 0, max_abs = 0;
+  size_t worst = 0, bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - r[i]);
+    const double allowed = atol + rtol * std::fabs(static_cast<double>(r[i]));
+    if (!(d <= allowed)) {  // also catches NaN
+      ++bad;
+      if (!(d - allowed <= worst_excess)) {
+        worst_excess = d - allowed;
+        worst = i;
+      }
+    }
+    if (d > max_abs || std::isnan(d)) max_abs = d;
+  }
+  if (bad == 0) return ::testing::AssertionSuccess() << what << ": max abs " << max_abs;
+  return ::testing::AssertionFailure()
+         << what << ": " << bad << " of " << a.size() << " elements outside " << atol << " + "
+         << rtol << "*|ref|; worst at flat index " << worst << ": got " << a[worst]
+         << ", reference " << r[worst] << "; max abs error " << max_abs;
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+Tensor random_tensor(const Shape& shape, uint32_t seed, float scale) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  Tensor t = Tensor::zeros(shape, DType::kF32);
+  float* p = t.mutable_data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(gen);
+  return t;
+}
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "vidax_test_XXXXXX").string();
+  char* p = mkdtemp(tmpl.data());
+  if (p == nullptr) std::abort();
+  path_ = p;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace vidax::testing

@@ -1,0 +1,44 @@
+// Helpers shared by the tests: fixture paths, tolerance comparisons, random inputs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace vidax::testing {
+
+// Path of a file in ../shared/fixtures/wan; empty string when the fixtures folder is absent.
+std::string wan_fixture(const std::string& name);
+
+// Skips the current test with a clear message when the fixture file is missing.
+#define VIDAX_REQUIRE_FIXTURE(path_var, name)                                      \
+  const std::string path_var = ::vidax::testing::wan_fixture(name);               \
+  if (path_var.empty()) GTEST_SKIP() << "fixture " << (name) << " not found under " \
+                                     << VIDAX_FIXTURES_DIR;
+
+// |a - b| <= atol + rtol * |b| elementwise, b the reference. Shapes must match. On failure the
+// message names `what`, the worst element (flat index), and the max abs error.
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& reference, double atol,
+                                     double rtol, const std::string& what = "");
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
+Tensor random_tensor(const Shape& shape, uint32_t seed, float scale = 1.0f);
+
+// Temporary directory removed at destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace vidax::testing
