@@ -10,7 +10,8 @@ Shape::Shape(std::span<const int64_t> dims) {
   VIDAX_CHECK(dims.size() <= kMaxDims, "rank ", dims.size(), " exceeds ", kMaxDims);
   rank_ = static_cast<int>(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) {
-    VIDAX_CHECK(dims[i] >= 0, "negative extent");
+    // -1 is allowed as the "infer this extent" marker of Tensor::reshape.
+    VIDAX_CHECK(dims[i] >= -1, "negative extent");
     dims_[i] = dims[i];
   }
 }

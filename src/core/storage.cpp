@@ -78,6 +78,10 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
   return file;
 }
 
+void MappedFile::release_resident_pages() const {
+  if (data_ != nullptr) ::madvise(data_, size_, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(data_, size_);
 }

@@ -38,6 +38,9 @@ class MappedFile {
   const std::byte* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // madvise(MADV_DONTNEED): drop the pages from the resident set; later reads fault them in
+  // again from the page cache. The mapping stays valid.
+  void release_resident_pages() const;
 
  private:
   MappedFile() = default;

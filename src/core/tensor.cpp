@@ -171,7 +171,12 @@ Tensor Tensor::clone() const {
   return out;
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+// Memory-mapped safetensors data need not be aligned to its element size; a contiguous() result
+// is always safe to access through typed pointers, so misaligned views are copied.
+Tensor Tensor::contiguous() const {
+  const bool aligned = reinterpret_cast<uintptr_t>(raw_data()) % itemsize() == 0;
+  return is_contiguous() && aligned ? *this : clone();
+}
 
 void Tensor::copy_from(const Tensor& src) const {
   VIDAX_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, "copy_from ", src.describe(), " into ",

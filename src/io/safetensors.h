@@ -3,13 +3,25 @@
 //
 // Every violation of the format (header length out of bounds, bad JSON, unknown dtype, offsets
 // outside the data section, overlapping tensors, prod(shape) * itemsize != bytes, ...) throws
-// InputError naming the file (and the tensor when there is one) and what was expected.
-// A SafetensorsFile is immutable after open(); concurrent reads are safe.
+// InputError whose message starts with the file path, names the tensor when there is one and
+// says what was expected. SafetensorsFile::open() and validate_buffer() share one parser, so the
+// fuzz target exercises exactly the code that reads real checkpoints. docs/io.md lists the rules.
+//
+// Tensors returned by tensor() are read-only views straight into the mapping. The format does
+// not align tensor data, so such a view may be unaligned for its dtype (e.g. an F32 tensor at an
+// odd byte offset); consumers copy or convert it before doing arithmetic on it. The mapping
+// assumes the file is not truncated by someone else while it is open (that would fault, as with
+// any mmap reader).
+//
+// SafetensorsFile and TensorSource are immutable after open(); concurrent reads are safe.
+// write_safetensors() is safe to call concurrently for different paths.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/storage.h"
@@ -19,25 +31,39 @@ namespace vidax {
 
 struct TensorEntry {
   std::string name;
-  DType dtype;
+  DType dtype = DType::kF32;
   Shape shape;
   size_t begin = 0;  // byte offsets relative to the data section
   size_t end = 0;
 };
 
+// Header limits enforced by the reader (and respected by the writer).
+inline constexpr size_t kMaxSafetensorsHeaderBytes = size_t{100} << 20;  // 100 MiB
+
+// Result of parsing and validating a safetensors image.
+struct SafetensorsHeader {
+  size_t data_start = 0;             // 8 + header length: where the data section begins
+  std::vector<TensorEntry> entries;  // sorted by (begin, end, name): storage order
+  std::map<std::string, std::string> metadata;
+};
+
 class SafetensorsFile {
  public:
   static SafetensorsFile open(const std::string& path);
-  // Parses an in-memory buffer (used by the fuzz target); `label` names it in errors.
-  static void validate_buffer(const std::byte* data, size_t size, const std::string& label);
+  // Parses and validates an in-memory image of a whole file (the fuzz target uses it); `label`
+  // names it in errors. The same code path as open().
+  static SafetensorsHeader validate_buffer(const std::byte* data, size_t size,
+                                           const std::string& label);
 
   const std::string& path() const { return path_; }
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
   const TensorEntry& entry(const std::string& name) const;  // InputError if absent
-  const std::vector<TensorEntry>& entries() const { return entries_; }  // file order
-  // Zero-copy read-only view into the mapping.
+  // Sorted by data offset (storage order), which is also the order a sequential reader wants.
+  const std::vector<TensorEntry>& entries() const { return entries_; }
+  // Zero-copy read-only view into the mapping (see the alignment note above).
   Tensor tensor(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  void release_resident_pages() const { file_->release_resident_pages(); }
 
  private:
   std::string path_;
@@ -50,29 +76,42 @@ class SafetensorsFile {
 
 // One or more safetensors files seen as a single name -> tensor map. `path` may be a single
 // `.safetensors` file, a `*.safetensors.index.json` (weight_map to shards in the same folder), or
-// a directory holding exactly one of those (index preferred). Duplicate names across shards are
-// an error.
+// a directory holding exactly one index (preferred) or else exactly one `.safetensors` file.
+// Every tensor named in weight_map must be in the shard it names; shard names are plain file
+// names (no '/', '\\', "." or ".."). Tensors present in a shard but absent from weight_map are
+// still served. A name held by two shards is an error naming both.
 class TensorSource {
  public:
   static TensorSource open(const std::string& path);
 
+  // The file or index actually opened (a directory argument is resolved to it).
   const std::string& path() const { return path_; }
   bool contains(const std::string& name) const { return where_.count(name) != 0; }
-  std::vector<std::string> names() const;  // sorted
-  const TensorEntry& entry(const std::string& name) const;
-  Tensor tensor(const std::string& name) const;
-  const std::string& file_of(const std::string& name) const;
-  // Metadata of the first shard (config etc.).
+  std::vector<std::string> names() const;                     // sorted
+  const TensorEntry& entry(const std::string& name) const;    // InputError if absent
+  Tensor tensor(const std::string& name) const;               // InputError if absent
+  const std::string& file_of(const std::string& name) const;  // path of the holding file
+  // Metadata of the first shard in file-name order (config etc.).
   const std::map<std::string, std::string>& metadata() const;
+  const std::vector<SafetensorsFile>& files() const { return files_; }
+  // Drops the mapped pages from this process's resident set (they are re-read on access). Call
+  // after weights were packed into their own memory so peak RSS does not count them twice.
+  void release_resident_pages() const;
 
  private:
+  const SafetensorsFile& holder(const std::string& name) const;
+
   std::string path_;
   std::vector<SafetensorsFile> files_;
   std::map<std::string, size_t> where_;
 };
 
-// Writes tensors (any float/int dtype, any strides) to `path` atomically: the data goes to a
-// temporary file in the same folder which is renamed over `path` only when complete.
+// Writes tensors (any dtype, any strides) to `path` atomically: the bytes go to
+// `path + ".tmp.<pid>"` in the same folder, are fsync'ed, and the file is renamed over `path`
+// only when complete. Tensors are stored consecutively in the given order (no gaps, so other
+// readers that insist on a gap-free data section accept the file); the header is padded with
+// spaces to a multiple of 8 bytes. Throws InputError naming `path` on duplicate or reserved
+// names, undefined tensors, or any I/O failure (the temporary file is removed).
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});

@@ -1,2 +1,73 @@
+// vidax command-line entry point: subcommands, global --threads, and the error policy (an input
+// error prints one line naming the file/tensor/flag and exits 1; internal errors abort).
+#include <omp.h>
+
 #include <cstdio>
-int main() { std::puts("vidax"); return 0; }
+#include <exception>
+#include <new>
+
+#include "apps/vidax/commands.h"
+#include "core/error.h"
+
+namespace vidax::cli {
+
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag) {
+  std::vector<int64_t> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = text.find(',', pos);
+    const std::string part = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size() || v <= 0)
+      throw_input_error(flag, ": expected comma-separated positive integers, got '", text, "'");
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+std::pair<int64_t, int64_t> parse_size(const std::string& text, const std::string& flag) {
+  const size_t x = text.find('x');
+  if (x == std::string::npos) throw_input_error(flag, ": expected WIDTHxHEIGHT such as 832x480, got '", text, "'");
+  const auto w = parse_int_list(text.substr(0, x), flag);
+  const auto h = parse_int_list(text.substr(x + 1), flag);
+  if (w.size() != 1 || h.size() != 1)
+    throw_input_error(flag, ": expected WIDTHxHEIGHT such as 832x480, got '", text, "'");
+  return {w[0], h[0]};
+}
+
+}  // namespace vidax::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"vidax: video diffusion transformers (Wan 2.1) on the CPU"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "vidax 0.1.0");
+  int threads = 0;
+  app.add_option("--threads", threads, "OpenMP threads (default: all cores)")
+      ->check(CLI::PositiveNumber);
+  app.parse_complete_callback([&] {
+    if (threads > 0) omp_set_num_threads(threads);
+  });
+  vidax::cli::register_inspect(app);
+  vidax::cli::register_run(app);
+  vidax::cli::register_bench(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const vidax::InputError& e) {
+    std::fprintf(stderr, "vidax: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "vidax: error: out of memory\n");
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,169 @@
+// `vidax bench dit`: time the DiT forward at a model's real shapes with random (or given)
+// weights; `vidax bench peak`: the machine's f32 FMA and bf16 dot-product peak.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+#include <omp.h>
+
+#include "apps/vidax/commands.h"
+#include "kernels/cpu/peak.h"
+#include "models/wan/dit.h"
+#include "models/wan/dit_checkpoint.h"
+#include "models/wan/dit_random.h"
+#include "sampling/torch_randn.h"
+
+namespace vidax::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model = "wan2.1-t2v-1.3b", weights, size = "416x240", precision = "bf16";
+  int64_t frames = 17, context_tokens = 512, iters = 2, warmup = 1, timestep = 500;
+  bool json = false, no_peak = false;
+};
+
+size_t peak_rss_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<size_t>(ru.ru_maxrss) * 1024;
+}
+
+void bench_dit(const BenchArgs& a) {
+  const wan::Precision p = wan::parse_precision(a.precision, "--precision");
+  const auto [width, height] = parse_size(a.size, "--size");
+  if (width % 16 != 0 || height % 16 != 0)
+    throw_input_error("--size: ", a.size, " must be multiples of 16 (VAE stride 8 x patch 2); try ",
+                      (width + 8) / 16 * 16, "x", (height + 8) / 16 * 16);
+  if (a.frames < 1 || (a.frames - 1) % 4 != 0)
+    throw_input_error("--frames: ", a.frames, " must be 4k+1 (VAE temporal stride 4); try ",
+                      (a.frames - 1) / 4 * 4 + 1, " or ", (a.frames - 1) / 4 * 4 + 5);
+  if (a.iters < 1 || a.warmup < 0) throw_input_error("--iters must be >= 1 and --warmup >= 0");
+
+  const auto t_load = std::chrono::steady_clock::now();
+  std::optional<wan::DitCheckpoint> ck;
+  wan::DitConfig cfg;
+  wan::WeightFn weights;
+  if (!a.weights.empty()) {
+    ck = wan::DitCheckpoint::open(a.weights);
+    ck->require_loadable();
+    cfg = ck->config();
+    weights = [&](const std::string& n) { return ck->get(n); };
+  } else {
+    auto preset = wan::dit_preset(a.model);
+    if (!preset) {
+      std::string names;
+      for (const auto& n : wan::dit_preset_names()) names += (names.empty() ? "" : ", ") + n;
+      throw_input_error("--model: unknown model '", a.model, "' (expected one of ", names, ")");
+    }
+    cfg = *preset;
+    weights = wan::random_dit_weights(cfg, p == wan::Precision::kBF16 ? DType::kBF16 : DType::kF32, 1234);
+  }
+  wan::WanDit model(cfg, weights, p);
+  if (ck) ck->source().release_resident_pages();  // packed copies are all we need now
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+
+  const int64_t lat_f = (a.frames - 1) / 4 + 1, lat_h = height / 8, lat_w = width / 8;
+  if (lat_h % cfg.patch[1] != 0 || lat_w % cfg.patch[2] != 0)
+    throw_input_error("--size: latent ", lat_w, "x", lat_h, " is not divisible by the patch");
+  wan::DitSample s;
+  s.x = torch_randn(1, Shape{cfg.in_dim - (cfg.kind == wan::DitKind::kI2V ? 20 : 0), lat_f, lat_h, lat_w});
+  if (cfg.kind == wan::DitKind::kI2V) {
+    s.y = torch_randn(2, Shape{20, lat_f, lat_h, lat_w});
+    s.clip_fea = torch_randn(3, Shape{1, 257, cfg.clip_dim});
+  }
+  s.context = torch_randn(4, Shape{std::min(a.context_tokens, cfg.text_len), cfg.text_dim});
+  s.t = Tensor::from_floats(std::vector<float>{static_cast<float>(a.timestep)}, Shape{1});
+  const int64_t tokens = lat_f * lat_h * lat_w / cfg.patch_volume();
+
+  for (int64_t i = 0; i < a.warmup; ++i) model.forward(s);
+  double total = 0, best = 1e30;
+  for (int64_t i = 0; i < a.iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    model.forward(s);
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    total += dt;
+    best = std::min(best, dt);
+  }
+  const double seconds = total / static_cast<double>(a.iters);
+  const double flops = wan::WanDit::forward_flops(cfg, tokens, s.context.dim(0));
+  const double gflops = flops / seconds * 1e-9;
+  PeakFlops peak;
+  if (!a.no_peak) peak = measure_peak_flops();
+  const double peak_ref = p == wan::Precision::kBF16 ? peak.bf16_gflops : peak.f32_gflops;
+  nlohmann::json j = {{"model", a.weights.empty() ? a.model : a.weights},
+                      {"precision", a.precision},
+                      {"frames", a.frames},
+                      {"size", a.size},
+                      {"tokens", tokens},
+                      {"threads", omp_get_max_threads()},
+                      {"iters", a.iters},
+                      {"seconds_per_forward", seconds},
+                      {"best_seconds", best},
+                      {"load_seconds", load_s},
+                      {"flops_per_forward", flops},
+                      {"gflops_per_second", gflops},
+                      {"peak_gflops", peak_ref},
+                      {"peak_fraction", peak_ref > 0 ? gflops / peak_ref : 0.0},
+                      {"weight_bytes", model.weight_bytes()},
+                      {"peak_rss_bytes", peak_rss_bytes()}};
+  if (a.json) {
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf("model %s, %s, %lld frames at %s -> %lld tokens, %d threads\n",
+              j["model"].get<std::string>().c_str(), a.precision.c_str(),
+              static_cast<long long>(a.frames), a.size.c_str(), static_cast<long long>(tokens),
+              omp_get_max_threads());
+  std::printf("seconds per forward: %.3f (best %.3f, %lld iters after %lld warm-up)\n", seconds,
+              best, static_cast<long long>(a.iters), static_cast<long long>(a.warmup));
+  std::printf("work: %.1f GFLOP per forward -> %.1f GFLOP/s", flops * 1e-9, gflops);
+  if (peak_ref > 0) std::printf(" = %.0f%% of the measured %s peak (%.0f GFLOP/s)", 100 * gflops / peak_ref,
+                                a.precision.c_str(), peak_ref);
+  std::printf("\nweights: %.2f GiB packed; peak RSS %.2f GiB; load %.1f s\n",
+              static_cast<double>(model.weight_bytes()) / (1 << 30),
+              static_cast<double>(peak_rss_bytes()) / (1 << 30), load_s);
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+  bench->fallthrough();
+  {
+    auto* cmd = bench->add_subcommand("dit", "Time DiT forward passes at real model shapes");
+    auto a = std::make_shared<BenchArgs>();
+    cmd->add_option("--model", a->model, "preset with random weights (default wan2.1-t2v-1.3b)");
+    cmd->add_option("--weights", a->weights, "use a checkpoint instead of random weights");
+    cmd->add_option("--frames", a->frames, "video frames, 4k+1 (default 17)");
+    cmd->add_option("--size", a->size, "WIDTHxHEIGHT in pixels (default 416x240)");
+    cmd->add_option("--precision", a->precision, "fp32 | bf16 (default bf16)");
+    cmd->add_option("--context-tokens", a->context_tokens, "text tokens before padding (default 512)");
+    cmd->add_option("--iters", a->iters, "timed forward passes (default 2)");
+    cmd->add_option("--warmup", a->warmup, "untimed warm-up passes (default 1)");
+    cmd->add_flag("--json", a->json, "print one JSON object");
+    cmd->add_flag("--no-peak", a->no_peak, "skip the peak measurement");
+    cmd->fallthrough();
+    cmd->callback([=] { bench_dit(*a); });
+  }
+  {
+    auto* cmd = bench->add_subcommand("peak", "Measure f32 FMA and bf16 dot-product peak GFLOP/s");
+    auto json = std::make_shared<bool>(false);
+    cmd->add_flag("--json", *json, "print one JSON object");
+    cmd->fallthrough();
+    cmd->callback([=] {
+      const PeakFlops p = measure_peak_flops(0.5);
+      if (*json) {
+        nlohmann::json j = {{"threads", p.threads}, {"f32_gflops", p.f32_gflops}, {"bf16_gflops", p.bf16_gflops}};
+        std::printf("%s\n", j.dump().c_str());
+      } else {
+        std::printf("threads %d\nf32 FMA peak:         %8.1f GFLOP/s (%s)\nbf16 dot-product peak: %7.1f GFLOP/s (%s)\n",
+                    p.threads, p.f32_gflops, p.f32_isa, p.bf16_gflops, p.bf16_isa);
+      }
+    });
+  }
+}
+
+}  // namespace vidax::cli

@@ -1,0 +1,75 @@
+// `vidax inspect PATH`: what a checkpoint is (layout, model, config), how big, in which dtypes,
+// and which tensors are missing or unexpected.
+#include <cstdio>
+#include <map>
+
+#include "apps/vidax/commands.h"
+#include "io/safetensors.h"
+#include "models/wan/dit_checkpoint.h"
+#include "models/wan/dit_tensors.h"
+
+namespace vidax::cli {
+namespace {
+
+void print_list(const char* title, const std::vector<std::string>& items) {
+  std::printf("%s: %zu\n", title, items.size());
+  for (size_t i = 0; i < items.size() && i < 20; ++i) std::printf("  %s\n", items[i].c_str());
+  if (items.size() > 20) std::printf("  ... and %zu more\n", items.size() - 20);
+}
+
+void inspect(const std::string& path) {
+  auto ck = wan::DitCheckpoint::open(path);
+  const auto& src = ck.source();
+  std::map<std::string, std::pair<int64_t, size_t>> hist;  // dtype -> (params, bytes)
+  int64_t params = 0;
+  size_t bytes = 0;
+  for (const auto& n : src.names()) {
+    const auto& e = src.entry(n);
+    const int64_t p = e.shape.numel();
+    auto& h = hist[std::string(dtype_name(e.dtype))];
+    h.first += p;
+    h.second += e.end - e.begin;
+    params += p;
+    bytes += e.end - e.begin;
+  }
+  const auto& c = ck.config();
+  std::printf("file:        %s\n", path.c_str());
+  std::printf("layout:      %s\n", wan::layout_name(ck.layout()).c_str());
+  std::printf("model:       Wan DiT %s, %lld layers, dim %lld, %lld heads x %lld, ffn %lld\n",
+              c.kind_name().c_str(), static_cast<long long>(c.num_layers), static_cast<long long>(c.dim),
+              static_cast<long long>(c.num_heads), static_cast<long long>(c.head_dim()),
+              static_cast<long long>(c.ffn_dim));
+  for (const auto& name : wan::dit_preset_names()) {
+    auto p = wan::dit_preset(name);
+    if (p && p->to_json() == c.to_json()) std::printf("preset:      %s\n", name.c_str());
+  }
+  std::printf("config:      %s\n", c.to_json().c_str());
+  std::printf("config from: %s\n", ck.config_source().c_str());
+  std::printf("tensors:     %zu, %lld parameters (%.3f B), %.1f MiB\n", src.names().size(),
+              static_cast<long long>(params), static_cast<double>(params) * 1e-9,
+              static_cast<double>(bytes) / (1 << 20));
+  std::printf("declared:    %lld parameters\n", static_cast<long long>(wan::dit_parameter_count(c)));
+  std::printf("dtypes:\n");
+  for (const auto& [d, v] : hist)
+    std::printf("  %-8s %14lld params  %10.1f MiB\n", d.c_str(), static_cast<long long>(v.first),
+                static_cast<double>(v.second) / (1 << 20));
+  print_list("missing", ck.missing());
+  print_list("unexpected", ck.unexpected());
+  std::vector<std::string> mism;
+  for (const auto& m : ck.shape_mismatches())
+    mism.push_back(m.name + ": " + m.actual.str() + ", expected " + m.expected.str());
+  print_list("wrong shape", mism);
+  print_list("unsupported dtype", ck.unsupported_dtype());
+}
+
+}  // namespace
+
+void register_inspect(CLI::App& app) {
+  auto* cmd = app.add_subcommand("inspect", "Describe a checkpoint: layout, model, config, dtypes, problems");
+  auto path = std::make_shared<std::string>();
+  cmd->add_option("path", *path, "checkpoint file, *.safetensors.index.json or folder")->required();
+  cmd->fallthrough();
+  cmd->callback([=] { inspect(*path); });
+}
+
+}  // namespace vidax::cli

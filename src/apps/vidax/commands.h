@@ -1,0 +1,21 @@
+// Registration of the vidax CLI subcommands. Each command file adds its subcommand(s) to the
+// app and sets a callback; errors are thrown as InputError and reported by main().
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace vidax::cli {
+
+void register_inspect(CLI::App& app);
+void register_run(CLI::App& app);
+void register_bench(CLI::App& app);
+
+// "16,5,30,52" -> {16, 5, 30, 52}; `flag` names the option in errors.
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag);
+// "832x480" -> {width, height}.
+std::pair<int64_t, int64_t> parse_size(const std::string& text, const std::string& flag);
+
+}  // namespace vidax::cli

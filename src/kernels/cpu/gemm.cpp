@@ -1,0 +1,157 @@
+#include "kernels/cpu/gemm.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <vector>
+
+#include "core/convert.h"
+
+namespace vidax {
+namespace {
+
+using dnnl::memory;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+memory::data_type to_dnnl(DType d) {
+  switch (d) {
+    case DType::kF32: return memory::data_type::f32;
+    case DType::kBF16: return memory::data_type::bf16;
+    default: VIDAX_CHECK(false, "GEMM compute dtype must be F32 or BF16, got ", dtype_name(d));
+  }
+  return memory::data_type::undef;
+}
+
+}  // namespace
+
+struct PackedLinear::Impl {
+  int64_t n = 0, k = 0;
+  DType compute = DType::kF32;
+  GemmEpilogue epilogue = GemmEpilogue::kNone;
+  Tensor plain_weight;  // [N, K] in compute dtype; released once packed
+  Tensor bias;          // [N] f32 or undefined
+  memory::desc packed_desc;
+  std::shared_ptr<Storage> packed;  // weights in packed_desc layout
+  struct Entry {
+    dnnl::matmul prim;
+  };
+  mutable std::mutex mu;
+  mutable std::map<int64_t, Entry> cache;
+
+  memory::desc weight_desc_any() const {
+    return memory::desc({k, n}, to_dnnl(compute), memory::format_tag::any);
+  }
+
+  dnnl::matmul::primitive_desc make_pd(int64_t m) const {
+    memory::desc src({m, k}, to_dnnl(compute), memory::format_tag::ab);
+    memory::desc dst({m, n}, memory::data_type::f32, memory::format_tag::ab);
+    memory::desc wei = packed ? packed_desc : weight_desc_any();
+    dnnl::primitive_attr attr;
+    if (epilogue != GemmEpilogue::kNone) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.0f,
+                         epilogue == GemmEpilogue::kGeluTanh ? dnnl::algorithm::eltwise_gelu_tanh
+                                                             : dnnl::algorithm::eltwise_gelu_erf,
+                         0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
+    if (bias.defined()) {
+      memory::desc b({1, n}, memory::data_type::f32, memory::format_tag::ab);
+      return {dnnl::matmul::desc(src, wei, b, dst), attr, cpu_engine()};
+    }
+    return {dnnl::matmul::desc(src, wei, dst), attr, cpu_engine()};
+  }
+
+  // Packs the plain weight into the layout the primitive for `m` rows wants.
+  void pack(const dnnl::matmul::primitive_desc& pd) {
+    packed_desc = pd.weights_desc();
+    packed = allocate_storage(packed_desc.get_size());
+    // The plain [N, K] row-major weight is the [K, N] matrix in "ba" order.
+    memory::desc plain({k, n}, to_dnnl(compute), memory::format_tag::ba);
+    memory src_mem(plain, cpu_engine(), const_cast<void*>(plain_weight.raw_data()));
+    memory dst_mem(packed_desc, cpu_engine(), packed->data());
+    dnnl::stream s(cpu_engine());
+    dnnl::reorder(src_mem, dst_mem).execute(s, src_mem, dst_mem);
+    s.wait();
+    plain_weight = Tensor();
+  }
+};
+
+PackedLinear::PackedLinear(const Tensor& weight, const Tensor& bias, DType compute,
+                           GemmEpilogue epilogue)
+    : impl_(std::make_unique<Impl>()) {
+  VIDAX_CHECK(weight.rank() == 2, "linear weight must be [N, K], got ", weight.describe());
+  impl_->n = weight.dim(0);
+  impl_->k = weight.dim(1);
+  impl_->compute = compute;
+  impl_->epilogue = epilogue;
+  impl_->plain_weight = weight.dtype() == compute ? weight.contiguous() : weight.to(compute);
+  if (bias.defined()) {
+    VIDAX_CHECK(bias.numel() == impl_->n, "bias ", bias.describe(), " for weight ",
+                weight.describe());
+    impl_->bias = bias.dtype() == DType::kF32 ? bias.contiguous() : bias.to(DType::kF32);
+  }
+  // Pack for a representative M; the packed layout does not depend on M in practice. If a
+  // later primitive wants a different layout we repack from a plain copy (see forward()).
+  impl_->pack(impl_->make_pd(256));
+}
+
+PackedLinear::PackedLinear() = default;
+PackedLinear::PackedLinear(PackedLinear&&) noexcept = default;
+PackedLinear& PackedLinear::operator=(PackedLinear&&) noexcept = default;
+PackedLinear::~PackedLinear() = default;
+
+int64_t PackedLinear::in_features() const { return impl_->k; }
+int64_t PackedLinear::out_features() const { return impl_->n; }
+DType PackedLinear::compute_dtype() const { return impl_->compute; }
+size_t PackedLinear::packed_bytes() const { return impl_->packed_desc.get_size(); }
+
+void PackedLinear::forward(const void* x, int64_t m, float* y) const {
+  VIDAX_CHECK(impl_ != nullptr, "forward on an empty PackedLinear");
+  if (m == 0) return;
+  Impl& im = *impl_;
+  dnnl::matmul prim;
+  {
+    std::lock_guard<std::mutex> lock(im.mu);
+    auto it = im.cache.find(m);
+    if (it == im.cache.end()) {
+      auto pd = im.make_pd(m);
+      // make_pd fixes the weight layout to packed_desc; oneDNN refuses (throws) if it cannot
+      // run with it, which would be a bug in our assumption above.
+      VIDAX_CHECK(pd.weights_desc() == im.packed_desc, "oneDNN wants another weight layout");
+      it = im.cache.emplace(m, Impl::Entry{dnnl::matmul(pd)}).first;
+    }
+    prim = it->second.prim;
+  }
+  memory::desc src_d({m, im.k}, to_dnnl(im.compute), memory::format_tag::ab);
+  memory::desc dst_d({m, im.n}, memory::data_type::f32, memory::format_tag::ab);
+  memory src(src_d, cpu_engine(), const_cast<void*>(x));
+  memory wei(im.packed_desc, cpu_engine(), im.packed->data());
+  memory dst(dst_d, cpu_engine(), y);
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
+  if (im.bias.defined()) {
+    memory::desc b_d({1, im.n}, memory::data_type::f32, memory::format_tag::ab);
+    args.emplace(DNNL_ARG_BIAS, memory(b_d, cpu_engine(), const_cast<void*>(im.bias.raw_data())));
+  }
+  dnnl::stream s(cpu_engine());
+  prim.execute(s, args);
+  s.wait();
+}
+
+Tensor PackedLinear::operator()(const Tensor& x) const {
+  VIDAX_CHECK(x.rank() >= 1 && x.dim(-1) == in_features(), "linear input ", x.describe(),
+              " for K=", in_features());
+  const int64_t m = x.numel() / in_features();
+  Tensor in = x.dtype() == impl_->compute ? x.contiguous() : x.to(impl_->compute);
+  std::vector<int64_t> dims = x.shape().to_vector();
+  dims.back() = out_features();
+  Tensor out = Tensor::zeros(Shape(dims), DType::kF32);
+  forward(in.raw_data(), m, out.mutable_data<float>());
+  return out;
+}
+
+}  // namespace vidax

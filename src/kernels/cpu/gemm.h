@@ -1,0 +1,49 @@
+// Linear layers on the CPU through oneDNN matmul: y[M, N] = x[M, K] · W[N, K]^T (+ bias[N]).
+//
+// The weight is packed once (at load) into the blocked layout oneDNN's matmul asks for, in the
+// compute dtype: F32 weights for the fp32 path, BF16 weights for the bf16 path (bf16 x bf16
+// products, f32 accumulation and f32 output). Primitives are created once per row count M and
+// cached. An optional fused GELU (tanh or erf) post-op runs inside the GEMM.
+//
+// Thread-safety: forward() may be called from one thread at a time per PackedLinear (the
+// primitive cache is guarded, but oneDNN itself parallelises with the shared OpenMP pool).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "core/tensor.h"
+
+namespace vidax {
+
+enum class GemmEpilogue { kNone, kGeluTanh, kGeluErf };
+
+class PackedLinear {
+ public:
+  PackedLinear();
+  // weight [N, K] (F32/BF16/F16, any float dtype: converted to `compute`), bias [N] or undefined.
+  PackedLinear(const Tensor& weight, const Tensor& bias, DType compute,
+               GemmEpilogue epilogue = GemmEpilogue::kNone);
+  PackedLinear(PackedLinear&&) noexcept;
+  PackedLinear& operator=(PackedLinear&&) noexcept;
+  ~PackedLinear();
+
+  bool defined() const { return impl_ != nullptr; }
+  int64_t in_features() const;
+  int64_t out_features() const;
+  DType compute_dtype() const;
+  size_t packed_bytes() const;
+
+  // x: [M, K] contiguous, f32 when compute is F32, BFloat16 when compute is BF16. y: [M, N] f32.
+  void forward(const void* x, int64_t m, float* y) const;
+  // Convenience: x any float dtype [M, K] (converted if needed) -> new F32 [M, N].
+  Tensor operator()(const Tensor& x) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vidax

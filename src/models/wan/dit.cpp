@@ -1,0 +1,360 @@
+#include "models/wan/dit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/convert.h"
+#include "kernels/cpu/elementwise.h"
+#include "models/wan/dit_impl.h"
+#include "nn/patchify.h"
+#include "nn/timestep_embedding.h"
+
+namespace vidax::wan {
+namespace {
+
+std::vector<float> vec(const WeightFn& w, const std::string& name) {
+  return w(name).to_float_vector();
+}
+
+// Stacks [N_i, K] weights (any float dtype) into one [sum N_i, K] tensor in `dtype`.
+Tensor stack_rows(const std::vector<Tensor>& parts, DType dtype) {
+  int64_t rows = 0;
+  const int64_t k = parts.front().dim(1);
+  for (const auto& p : parts) {
+    VIDAX_CHECK(p.rank() == 2 && p.dim(1) == k, "stack_rows ", p.describe());
+    rows += p.dim(0);
+  }
+  Tensor out = Tensor::zeros(Shape{rows, k}, dtype);
+  auto* dst = static_cast<std::byte*>(out.raw_mutable_data());
+  for (const auto& p : parts) {
+    const Tensor c = p.contiguous();
+    convert_floats(c.raw_data(), c.dtype(), dst, dtype, static_cast<size_t>(c.numel()));
+    dst += c.nbytes() / c.itemsize() * dtype_size(dtype);
+  }
+  return out;
+}
+
+Tensor stack_vectors(const std::vector<Tensor>& parts) {
+  std::vector<float> all;
+  for (const auto& p : parts) {
+    auto v = p.to_float_vector();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return Tensor::from_floats(all, Shape{static_cast<int64_t>(all.size())});
+}
+
+double read_scalar(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kI64: return static_cast<double>(t.contiguous().data<int64_t>()[i]);
+    case DType::kI32: return static_cast<double>(t.contiguous().data<int32_t>()[i]);
+    default: return static_cast<double>(t.to_float_vector()[static_cast<size_t>(i)]);
+  }
+}
+
+}  // namespace
+
+Precision parse_precision(const std::string& text, const std::string& flag) {
+  if (text == "fp32" || text == "f32") return Precision::kFP32;
+  if (text == "bf16") return Precision::kBF16;
+  throw_input_error(flag, ": unknown precision '", text, "' (expected fp32 or bf16)");
+}
+
+WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.cfg = config;
+  m.precision = precision;
+  m.compute = precision == Precision::kBF16 ? DType::kBF16 : DType::kF32;
+  const DType cd = m.compute;
+  const int64_t dim = config.dim;
+
+  const Tensor pw = w("patch_embedding.weight");
+  m.patch_embedding = PackedLinear(pw.contiguous().reshape(Shape{dim, pw.numel() / dim}),
+                                   w("patch_embedding.bias"), cd);
+  m.text0 = PackedLinear(w("text_embedding.0.weight"), w("text_embedding.0.bias"), cd,
+                         GemmEpilogue::kGeluTanh);
+  m.text2 = PackedLinear(w("text_embedding.2.weight"), w("text_embedding.2.bias"), cd);
+  m.time0 = PackedLinear(w("time_embedding.0.weight"), w("time_embedding.0.bias"), DType::kF32);
+  m.time2 = PackedLinear(w("time_embedding.2.weight"), w("time_embedding.2.bias"), DType::kF32);
+  m.time_projection =
+      PackedLinear(w("time_projection.1.weight"), w("time_projection.1.bias"), DType::kF32);
+
+  m.blocks.resize(static_cast<size_t>(config.num_layers));
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    const std::string b = "blocks." + std::to_string(i) + ".";
+    DitBlockWeights& bw = m.blocks[static_cast<size_t>(i)];
+    auto W = [&](const std::string& n) { return w(b + n + ".weight"); };
+    auto B = [&](const std::string& n) { return w(b + n + ".bias"); };
+    bw.qkv = PackedLinear(stack_rows({W("self_attn.q"), W("self_attn.k"), W("self_attn.v")}, cd),
+                          stack_vectors({B("self_attn.q"), B("self_attn.k"), B("self_attn.v")}), cd);
+    bw.o = PackedLinear(W("self_attn.o"), B("self_attn.o"), cd);
+    bw.cross_q = PackedLinear(W("cross_attn.q"), B("cross_attn.q"), cd);
+    bw.cross_kv = PackedLinear(stack_rows({W("cross_attn.k"), W("cross_attn.v")}, cd),
+                               stack_vectors({B("cross_attn.k"), B("cross_attn.v")}), cd);
+    bw.cross_o = PackedLinear(W("cross_attn.o"), B("cross_attn.o"), cd);
+    if (config.qk_norm) {
+      bw.norm_q = vec(w, b + "self_attn.norm_q.weight");
+      bw.norm_k = vec(w, b + "self_attn.norm_k.weight");
+      bw.cross_norm_q = vec(w, b + "cross_attn.norm_q.weight");
+      bw.cross_norm_k = vec(w, b + "cross_attn.norm_k.weight");
+    }
+    if (config.kind == DitKind::kI2V) {
+      bw.cross_kv_img = PackedLinear(stack_rows({W("cross_attn.k_img"), W("cross_attn.v_img")}, cd),
+                                     stack_vectors({B("cross_attn.k_img"), B("cross_attn.v_img")}), cd);
+      if (config.qk_norm) bw.cross_norm_k_img = vec(w, b + "cross_attn.norm_k_img.weight");
+    }
+    if (config.cross_attn_norm) {
+      bw.norm3_weight = vec(w, b + "norm3.weight");
+      bw.norm3_bias = vec(w, b + "norm3.bias");
+    }
+    bw.ffn_in = PackedLinear(W("ffn.0"), B("ffn.0"), cd, GemmEpilogue::kGeluTanh);
+    bw.ffn_out = PackedLinear(W("ffn.2"), B("ffn.2"), cd);
+    bw.modulation = vec(w, b + "modulation");
+    VIDAX_CHECK(static_cast<int64_t>(bw.modulation.size()) == 6 * dim, "modulation size");
+  }
+  m.head = PackedLinear(w("head.head.weight"), w("head.head.bias"), cd);
+  m.head_modulation = vec(w, "head.modulation");
+  if (config.kind == DitKind::kI2V) {
+    m.img_ln0_w = vec(w, "img_emb.proj.0.weight");
+    m.img_ln0_b = vec(w, "img_emb.proj.0.bias");
+    m.img1 = PackedLinear(w("img_emb.proj.1.weight"), w("img_emb.proj.1.bias"), cd,
+                          GemmEpilogue::kGeluErf);
+    m.img3 = PackedLinear(w("img_emb.proj.3.weight"), w("img_emb.proj.3.bias"), cd);
+    m.img_ln4_w = vec(w, "img_emb.proj.4.weight");
+    m.img_ln4_b = vec(w, "img_emb.proj.4.bias");
+  }
+  m.rope = Rope3dTable::build(config.head_dim());
+}
+
+WanDit::~WanDit() = default;
+WanDit::WanDit(WanDit&&) noexcept = default;
+WanDit& WanDit::operator=(WanDit&&) noexcept = default;
+
+const DitConfig& WanDit::config() const { return impl_->cfg; }
+Precision WanDit::precision() const { return impl_->precision; }
+
+size_t WanDit::weight_bytes() const {
+  const Impl& m = *impl_;
+  size_t n = 0;
+  auto add = [&](const PackedLinear& l) { n += l.defined() ? l.packed_bytes() : 0; };
+  for (const auto* l : {&m.patch_embedding, &m.text0, &m.text2, &m.time0, &m.time2,
+                        &m.time_projection, &m.head, &m.img1, &m.img3})
+    add(*l);
+  for (const auto& b : m.blocks) {
+    for (const auto* l : {&b.qkv, &b.o, &b.cross_q, &b.cross_kv, &b.cross_o, &b.cross_kv_img,
+                          &b.ffn_in, &b.ffn_out})
+      add(*l);
+  }
+  return n;
+}
+
+void WanDit::Impl::linear_f32_in(const PackedLinear& linear, const float* in, int64_t rows,
+                                 float* out) {
+  if (linear.compute_dtype() == DType::kF32) {
+    linear.forward(in, rows, out);
+    return;
+  }
+  const size_t n = static_cast<size_t>(rows * linear.in_features());
+  act16.resize(n);
+  convert_floats(in, DType::kF32, act16.data(), DType::kBF16, n);
+  linear.forward(act16.data(), rows, out);
+}
+
+double WanDit::forward_flops(const DitConfig& c, int64_t L, int64_t ctx_tokens) {
+  const double d = static_cast<double>(c.dim), l = static_cast<double>(L);
+  const double tl = static_cast<double>(c.text_len);
+  double per_block = 2 * l * 4 * d * d            // q, k, v, o
+                     + 4 * l * l * d               // self attention (QK^T and PV)
+                     + 2 * (2 * l * d * d + 2 * tl * d * d)  // cross q, o and k, v
+                     + 4 * l * tl * d              // cross attention
+                     + 2 * l * 2 * d * static_cast<double>(c.ffn_dim);  // FFN
+  if (c.kind == DitKind::kI2V) per_block += 2 * 2 * 257.0 * d * d + 4 * l * 257.0 * d;
+  double total = per_block * static_cast<double>(c.num_layers);
+  total += 2 * l * d * static_cast<double>(c.in_dim * c.patch_volume());  // patch embedding
+  total += 2 * tl * (static_cast<double>(c.text_dim) * d + d * d);       // text embedding
+  total += 2 * l * d * static_cast<double>(c.out_dim * c.patch_volume());  // head
+  (void)ctx_tokens;
+  return total;
+}
+
+Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
+  Impl& m = *impl_;
+  const DitConfig& c = m.cfg;
+  const int64_t dim = c.dim;
+
+  // ---- Validate inputs (user-facing errors name the input and what was expected).
+  if (!s.x.defined() || s.x.rank() != 4)
+    throw_input_error("x: expected a latent [C, F, H, W], got ",
+                      s.x.defined() ? s.x.describe() : "nothing");
+  Tensor x_in = s.x;
+  if (c.kind == DitKind::kI2V) {
+    if (!s.y.defined() || !s.clip_fea.defined())
+      throw_input_error("an i2v model needs 'y' [", c.in_dim - s.x.dim(0),
+                        ", F, H, W] and 'clip_fea' [1, 257, ", c.clip_dim, "]");
+    if (s.y.rank() != 4 || s.y.dim(1) != s.x.dim(1) || s.y.dim(2) != s.x.dim(2) ||
+        s.y.dim(3) != s.x.dim(3))
+      throw_input_error("y: shape ", s.y.shape().str(), " does not match x ", s.x.shape().str(),
+                        " in F, H, W");
+    const int64_t cx = s.x.dim(0), cy = s.y.dim(0);
+    Tensor cat = Tensor::zeros(Shape{cx + cy, s.x.dim(1), s.x.dim(2), s.x.dim(3)});  // [C_in, F, H, W]
+    cat.slice(0, 0, cx).copy_from(s.x.dtype() == DType::kF32 ? s.x.contiguous() : s.x.to(DType::kF32));
+    cat.slice(0, cx, cx + cy).copy_from(s.y.dtype() == DType::kF32 ? s.y.contiguous() : s.y.to(DType::kF32));
+    x_in = cat;
+  }
+  if (x_in.dim(0) != c.in_dim)
+    throw_input_error("x: expected ", c.in_dim, " input channels (model in_dim), got shape ",
+                      x_in.shape().str());
+  for (int i = 0; i < 3; ++i) {
+    if (s.x.dim(i + 1) % c.patch[static_cast<size_t>(i)] != 0 || s.x.dim(i + 1) == 0)
+      throw_input_error("x: extent ", s.x.dim(i + 1), " of dim ", i + 1, " of ",
+                        s.x.shape().str(), " is not a positive multiple of the patch size ",
+                        c.patch[static_cast<size_t>(i)]);
+  }
+  DitState st;
+  st.capture = capture ? &capture : nullptr;
+  st.grid = {s.x.dim(1) / c.patch[0], s.x.dim(2) / c.patch[1], s.x.dim(3) / c.patch[2]};
+  const int64_t L = st.grid[0] * st.grid[1] * st.grid[2];
+  st.tokens = L;
+  if (st.grid[0] > 1024 || st.grid[1] > 1024 || st.grid[2] > 1024)
+    throw_input_error("x: token grid ", st.grid[0], "x", st.grid[1], "x", st.grid[2],
+                      " exceeds the 1024 RoPE positions per axis");
+  if (s.seq_len != 0 && s.seq_len < L)
+    throw_input_error("seq_len: ", s.seq_len, " is smaller than the ", L, " patch tokens of x");
+  if (!s.context.defined() || s.context.rank() != 2 || s.context.dim(1) != c.text_dim)
+    throw_input_error("context: expected [L, ", c.text_dim, "] text features, got ",
+                      s.context.defined() ? s.context.shape().str() : "nothing");
+  if (s.context.dim(0) > c.text_len)
+    throw_input_error("context: ", s.context.dim(0), " tokens exceed the model's text_len ",
+                      c.text_len);
+  if (!s.t.defined() || (s.t.numel() != 1 && s.t.numel() < L))
+    throw_input_error("t: expected one timestep or one per token (>= ", L, "), got ",
+                      s.t.defined() ? s.t.shape().str() : "nothing");
+
+  // ---- Timesteps: unique values, token runs.
+  {
+    std::vector<double> values;
+    const int64_t n = s.t.numel() == 1 ? 1 : L;
+    Tensor tt = s.t.contiguous();
+    int64_t prev = -1;
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = read_scalar(tt, i);
+      auto it = std::find(values.begin(), values.end(), v);
+      const int64_t idx = it == values.end() ? static_cast<int64_t>(values.size())
+                                              : static_cast<int64_t>(it - values.begin());
+      if (it == values.end()) values.push_back(v);
+      if (idx == prev) {
+        st.runs.back().count++;
+      } else {
+        st.runs.push_back({i, 1, idx});
+        prev = idx;
+      }
+    }
+    if (s.t.numel() == 1) st.runs.front().count = L;
+    st.unique_t = static_cast<int64_t>(values.size());
+    std::vector<float> sinus(static_cast<size_t>(c.freq_dim));
+    std::vector<float> h(static_cast<size_t>(dim)), act(static_cast<size_t>(dim));
+    st.e.resize(static_cast<size_t>(st.unique_t * dim));
+    st.e0.resize(static_cast<size_t>(st.unique_t * 6 * dim));
+    for (int64_t u = 0; u < st.unique_t; ++u) {
+      sinusoidal_embedding(values[static_cast<size_t>(u)], c.freq_dim, sinus.data());
+      m.time0.forward(sinus.data(), 1, h.data());
+      silu(h.data(), h.data(), dim);
+      float* e = st.e.data() + u * dim;
+      m.time2.forward(h.data(), 1, e);
+      silu(e, act.data(), dim);
+      m.time_projection.forward(act.data(), 1, st.e0.data() + u * 6 * dim);
+    }
+    if (st.capture) {
+      // Wan 2.2 (ti2v) expands a scalar t to every token, so its e/e0 are per token.
+      if (s.t.numel() == 1 && c.kind != DitKind::kTI2V) {
+        capture("e", Tensor::from_floats(st.e, Shape{1, dim}));
+        capture("e0", Tensor::from_floats(st.e0, Shape{1, 6, dim}));
+      } else {
+        Tensor e = Tensor::zeros(Shape{1, L, dim}), e0 = Tensor::zeros(Shape{1, L, 6, dim});
+        for (const auto& r : st.runs) {
+          for (int64_t t = r.begin; t < r.begin + r.count; ++t) {
+            std::memcpy(e.mutable_data<float>() + t * dim, st.e.data() + r.index * dim,
+                        sizeof(float) * static_cast<size_t>(dim));
+            std::memcpy(e0.mutable_data<float>() + t * 6 * dim, st.e0.data() + r.index * 6 * dim,
+                        sizeof(float) * static_cast<size_t>(6 * dim));
+          }
+        }
+        capture("e", e);
+        capture("e0", e0);
+      }
+    }
+  }
+
+  // ---- Patch embedding: [L, C*pv] x [dim, C*pv]^T.
+  m.x.resize(static_cast<size_t>(L * dim));
+  {
+    Tensor patches = patchify(x_in, c.patch);  // [L, C*pt*ph*pw]
+    m.linear_f32_in(m.patch_embedding, patches.data<float>(), L, m.x.data());
+    if (st.capture) capture("patch_tokens", Tensor::from_floats({m.x.data(), static_cast<size_t>(L * dim)}, Shape{1, L, dim}));
+  }
+
+  // ---- Text embedding of the context zero-padded to text_len (padding rows are attended).
+  {
+    const int64_t tl = c.text_len;
+    Tensor padded = Tensor::zeros(Shape{tl, c.text_dim});
+    padded.slice(0, 0, s.context.dim(0))
+        .copy_from(s.context.dtype() == DType::kF32 ? s.context.contiguous()
+                                                    : s.context.to(DType::kF32));
+    m.tmp.resize(static_cast<size_t>(tl * dim));
+    m.linear_f32_in(m.text0, padded.data<float>(), tl, m.tmp.data());  // GELU fused
+    st.context.resize(static_cast<size_t>(tl * dim));
+    m.linear_f32_in(m.text2, m.tmp.data(), tl, st.context.data());
+    st.context_rows = tl;
+    if (st.capture)
+      capture("context_emb", Tensor::from_floats({st.context.data(), static_cast<size_t>(tl * dim)}, Shape{1, tl, dim}));
+  }
+
+  // ---- i2v: CLIP image features -> image tokens, prepended to the text in cross-attention.
+  if (c.kind == DitKind::kI2V) {
+    Tensor clip = s.clip_fea.dtype() == DType::kF32 ? s.clip_fea.contiguous() : s.clip_fea.to(DType::kF32);
+    if (clip.rank() == 3 && clip.dim(0) == 1) clip = clip.reshape(Shape{clip.dim(1), clip.dim(2)});
+    if (clip.rank() != 2 || clip.dim(1) != c.clip_dim)
+      throw_input_error("clip_fea: expected [1, N, ", c.clip_dim, "], got ", s.clip_fea.shape().str());
+    const int64_t n = clip.dim(0);
+    Buffer<float> ln(static_cast<size_t>(n * c.clip_dim)), h(static_cast<size_t>(n * c.clip_dim));
+    layer_norm_rows(clip.data<float>(), ln.data(), n, c.clip_dim, m.img_ln0_w.data(),
+                    m.img_ln0_b.data(), 1e-5f);
+    m.linear_f32_in(m.img1, ln.data(), n, h.data());  // GELU(erf) fused
+    st.clip.resize(static_cast<size_t>(n * dim));
+    m.linear_f32_in(m.img3, h.data(), n, st.clip.data());
+    layer_norm_rows(st.clip.data(), st.clip.data(), n, dim, m.img_ln4_w.data(), m.img_ln4_b.data(),
+                    1e-5f);
+    st.clip_rows = n;
+    if (st.capture)
+      capture("clip_emb", Tensor::from_floats({st.clip.data(), static_cast<size_t>(n * dim)}, Shape{1, n, dim}));
+  }
+
+  // ---- Transformer blocks.
+  for (int64_t i = 0; i < c.num_layers; ++i) m.block_forward(static_cast<int>(i), st);
+
+  // ---- Head: LN(x) * (1 + (m[1] + e)) + (m[0] + e) -> Linear -> unpatchify.
+  const int64_t out_features = m.head.out_features();
+  Buffer<float> head_out(static_cast<size_t>(L * out_features));
+  {
+    m.act.resize(static_cast<size_t>(L * dim));
+    std::vector<float> shift(static_cast<size_t>(dim)), scale(static_cast<size_t>(dim));
+    for (const auto& r : st.runs) {
+      const float* e = st.e.data() + r.index * dim;
+      for (int64_t j = 0; j < dim; ++j) {
+        shift[static_cast<size_t>(j)] = m.head_modulation[static_cast<size_t>(j)] + e[j];
+        scale[static_cast<size_t>(j)] = m.head_modulation[static_cast<size_t>(dim + j)] + e[j];
+      }
+      layer_norm_modulate_rows(m.x.data() + r.begin * dim, m.act.data() + r.begin * dim, r.count,
+                               dim, shift.data(), scale.data(), 0, static_cast<float>(c.eps));
+    }
+    m.linear_f32_in(m.head, m.act.data(), L, head_out.data());
+    if (st.capture)
+      capture("head_out", Tensor::from_floats({head_out.data(), static_cast<size_t>(L * out_features)}, Shape{1, L, out_features}));
+  }
+  Tensor tokens = Tensor::from_floats({head_out.data(), static_cast<size_t>(L * out_features)},
+                                      Shape{L, out_features});
+  return unpatchify(tokens, c.out_dim, st.grid, c.patch);
+}
+
+}  // namespace vidax::wan

@@ -1,0 +1,68 @@
+// The Wan diffusion transformer (Wan 2.1 t2v / i2v, and the Wan 2.2 forward with per-token
+// timesteps) on the CPU, with exactly the reference semantics (fixtures README section 6):
+// zero-padded, unmasked text context; head modulated by `e`; float64 sinusoid and RoPE.
+//
+// Precision: the residual stream, modulation, norms, softmax statistics are f32 in both modes;
+// kBF16 runs the GEMMs and attention on bf16 inputs (f32 accumulation), kFP32 runs everything in
+// f32. Weights are packed once at load in the GEMM compute dtype.
+//
+// Thread-safety: forward() is not reentrant on one WanDit (it reuses scratch buffers); the work
+// inside is parallelised with OpenMP.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "models/wan/dit_config.h"
+
+namespace vidax::wan {
+
+enum class Precision { kFP32, kBF16 };
+Precision parse_precision(const std::string& text, const std::string& flag);
+
+// Receives named intermediates ("patch_tokens", "e", "e0", "context_emb", "clip_emb",
+// "block<i>.self_attn_out", "block<i>.cross_attn_out", "block<i>.ffn_out", "block<i>.out",
+// "block<i>.q_rope", "block<i>.k_rope", "head_out"), shaped as in the fixtures (batch dim 1).
+using CaptureFn = std::function<void(const std::string& name, const Tensor& value)>;
+
+// One sample of a forward call.
+struct DitSample {
+  Tensor x;         // [C_in, F, H, W] latent (for i2v: the noisy latent, 16 channels)
+  Tensor y;         // i2v only: [C_y, F, H, W] conditioning, concatenated after x on channels
+  Tensor clip_fea;  // i2v only: [1, 257, clip_dim] or [257, clip_dim]
+  Tensor context;   // [L, text_dim], unpadded (L <= text_len)
+  // Timestep: one value ([1]) or one per token ([>= tokens], Wan 2.2 form; entries beyond
+  // the sample's tokens are ignored).
+  Tensor t;
+  int64_t seq_len = 0;  // the reference's seq_len argument; 0 = number of tokens
+};
+
+// Looks up a weight by official name (dtype as stored; converted as needed).
+using WeightFn = std::function<Tensor(const std::string& official_name)>;
+
+class WanDit {
+ public:
+  WanDit(const DitConfig& config, const WeightFn& weights, Precision precision);
+  ~WanDit();
+  WanDit(WanDit&&) noexcept;
+  WanDit& operator=(WanDit&&) noexcept;
+
+  const DitConfig& config() const;
+  Precision precision() const;
+  size_t weight_bytes() const;  // bytes held in packed/converted weights
+
+  // Returns the flow prediction [C_out, F, H, W]. Throws InputError on bad shapes.
+  Tensor forward(const DitSample& sample, const CaptureFn& capture = nullptr);
+
+  // Multiply-add FLOPs x 2 of one forward over `tokens` tokens (used by benchmarks).
+  static double forward_flops(const DitConfig& config, int64_t tokens, int64_t context_tokens);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vidax::wan

@@ -1,0 +1,72 @@
+// Private to the Wan DiT implementation (dit.cpp, dit_block.cpp): the packed weights and the
+// per-forward working state shared by the embedding, block and head code.
+#pragma once
+
+#include <vector>
+
+#include "core/buffer.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/rope3d.h"
+#include "models/wan/dit.h"
+
+namespace vidax::wan {
+
+struct DitBlockWeights {
+  PackedLinear qkv;  // self-attention q, k, v fused: [3*dim, dim]
+  PackedLinear o;
+  std::vector<float> norm_q, norm_k;  // [dim] each (empty when qk_norm is off)
+  PackedLinear cross_q, cross_kv, cross_o;  // cross_kv: k and v fused [2*dim, dim]
+  std::vector<float> cross_norm_q, cross_norm_k;
+  PackedLinear cross_kv_img;  // i2v: k_img and v_img fused
+  std::vector<float> cross_norm_k_img;
+  std::vector<float> norm3_weight, norm3_bias;  // empty when cross_attn_norm is off
+  PackedLinear ffn_in;  // GELU(tanh) fused
+  PackedLinear ffn_out;
+  std::vector<float> modulation;  // [6 * dim]
+};
+
+// Tokens that share a timestep form runs; modulation vectors are per run.
+struct TimestepRun {
+  int64_t begin, count, index;  // token range, index into the unique timesteps
+};
+
+// Working state of one forward call.
+struct DitState {
+  int64_t tokens = 0;                // L
+  std::array<int64_t, 3> grid{};     // (F2, H2, W2)
+  std::vector<TimestepRun> runs;
+  int64_t unique_t = 0;
+  std::vector<float> e;   // [unique_t, dim]     time embedding
+  std::vector<float> e0;  // [unique_t, 6 * dim] time projection
+  Buffer<float> context;  // [text_len, dim] embedded, padded text context
+  int64_t context_rows = 0;
+  Buffer<float> clip;     // [clip_tokens, dim] (i2v)
+  int64_t clip_rows = 0;
+  const CaptureFn* capture = nullptr;
+};
+
+struct WanDit::Impl {
+  DitConfig cfg;
+  Precision precision = Precision::kBF16;
+  DType compute = DType::kBF16;
+  PackedLinear patch_embedding;  // [dim, C*pt*ph*pw]
+  PackedLinear text0, text2;     // text0 has GELU(tanh) fused
+  PackedLinear time0, time2, time_projection;  // always f32 (the reference forces f32 here)
+  std::vector<DitBlockWeights> blocks;
+  PackedLinear head;
+  std::vector<float> head_modulation;  // [2 * dim]
+  // i2v image projection (MLPProj): LN -> Linear -> GELU(erf) -> Linear -> LN, eps 1e-5.
+  std::vector<float> img_ln0_w, img_ln0_b, img_ln4_w, img_ln4_b;
+  PackedLinear img1, img3;
+  Rope3dTable rope;
+
+  // Scratch reused across blocks and calls.
+  Buffer<float> x, act, qkv, attn, tmp, hidden, kv;
+  Buffer<BFloat16> act16, qkv16, kv16, hidden16;
+
+  void block_forward(int index, DitState& st);
+  // Runs `linear` on f32 rows `in` (converted to bf16 on the bf16 path) into `out`.
+  void linear_f32_in(const PackedLinear& linear, const float* in, int64_t rows, float* out);
+};
+
+}  // namespace vidax::wan

@@ -1,0 +1,17 @@
+// Deterministic random weights for a Wan DiT config, by the tensor declaration: linear weights
+// uniform with the variance of N(0, 1/fan_in), biases small, norm weights near 1, modulation
+// tables N(0, 0.1^2)-like. For benchmarks and tests that need no checkpoint. Thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "models/wan/dit.h"
+
+namespace vidax::wan {
+
+// Returns a WeightFn generating each tensor on request (so a caller that packs and drops it
+// never holds more than one plain tensor at a time) in `dtype` (F32 or BF16).
+WeightFn random_dit_weights(const DitConfig& config, DType dtype, uint64_t seed);
+
+}  // namespace vidax::wan

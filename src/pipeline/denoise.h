@@ -1,0 +1,40 @@
+// The text-to-video denoising loop of the reference pipeline (wan/text2video.py): for each
+// scheduler timestep, the model runs on the conditional and unconditional contexts, the two
+// predictions are combined with classifier-free guidance, and the scheduler steps the latent.
+// The model sees the int64 timestep. Not thread-safe (drives one model).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "core/tensor.h"
+#include "models/wan/dit.h"
+
+namespace vidax {
+
+struct DenoiseOptions {
+  std::string sampler = "unipc";
+  int steps = 50;
+  double shift = 5.0;
+  double guide_scale = 5.0;
+};
+
+struct DenoiseStep {
+  int index;
+  int64_t timestep;
+  double seconds;  // wall time of this step (both model calls and the solver)
+  const Tensor& latent;  // after the step
+};
+using DenoiseCallback = std::function<void(const DenoiseStep&)>;
+
+// noise: [C, F, H, W] F32. context / context_null: [L, text_dim] unpadded. Returns the final
+// latent. An undefined context_null (or guide_scale 1 with no negative context) runs the
+// conditional branch only.
+Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
+               const Tensor& context_null, int64_t seq_len, const DenoiseOptions& options,
+               const DenoiseCallback& on_step = nullptr);
+
+// uncond + guide_scale * (cond - uncond), element-wise in f32 in the reference's order.
+Tensor classifier_free_guidance(const Tensor& cond, const Tensor& uncond, double guide_scale);
+
+}  // namespace vidax

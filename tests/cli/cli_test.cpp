@@ -1,0 +1,188 @@
+// Drives the real `vidax` binary: outputs on the fixtures, and one-line errors with a non-zero
+// exit for bad input.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "io/safetensors.h"
+#include "support/test_support.h"
+
+namespace vidax {
+namespace {
+
+using vidax::testing::all_close;
+using vidax::testing::TempDir;
+
+struct Result {
+  int code;
+  std::string out;  // stdout + stderr
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(VIDAX_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+// An input error: exit code 1, exactly one line, mentioning `needle`.
+void expect_one_line_error(const std::string& args, const std::string& needle) {
+  const Result r = run(args);
+  EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << args << "\n" << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos) << args << "\nexpected '" << needle << "' in: " << r.out;
+}
+
+TEST(Cli, RunDitMatchesFixtureOutput) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(io_path, "dit_t2v_tiny.io.safetensors");
+  TempDir dir;
+  auto io = SafetensorsFile::open(io_path);
+  write_safetensors(dir.file("in.safetensors"), {{"x", io.tensor("x")}, {"t", io.tensor("call0.t")},
+                                                 {"context", io.tensor("context")}, {"seq_len", io.tensor("seq_len")}});
+  const Result r = run("run dit --weights " + weights + " --in " + dir.file("in.safetensors") +
+                       " --out " + dir.file("out.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto out = SafetensorsFile::open(dir.file("out.safetensors"));
+  EXPECT_TRUE(all_close(out.tensor("out"), io.tensor("call0.out"), 1e-4, 1e-4, "run dit"));
+}
+
+TEST(Cli, RunDitBatchedSamplesWithOwnTimesteps) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(io_path, "dit_t2v_tiny.io.safetensors");
+  TempDir dir;
+  auto io = SafetensorsFile::open(io_path);
+  Tensor t = Tensor::from_floats(std::vector<float>{731.0f, 12.5f}, Shape{2});
+  write_safetensors(dir.file("in.safetensors"),
+                    {{"x.0", io.tensor("x")}, {"x.1", io.tensor("x")}, {"t", t},
+                     {"context.0", io.tensor("context")}, {"context.1", io.tensor("context")},
+                     {"seq_len", io.tensor("seq_len")}});
+  const Result r = run("run dit --weights " + weights + " --in " + dir.file("in.safetensors") +
+                       " --out " + dir.file("out.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto out = SafetensorsFile::open(dir.file("out.safetensors"));
+  EXPECT_TRUE(all_close(out.tensor("out.0"), io.tensor("call0.out"), 1e-4, 1e-4, "sample 0"));
+  EXPECT_TRUE(all_close(out.tensor("out.1"), io.tensor("call1.out"), 1e-4, 1e-4, "sample 1"));
+}
+
+TEST(Cli, RunNoiseReproducesTorchRandn) {
+  VIDAX_REQUIRE_FIXTURE(randn, "randn_cpu.safetensors");
+  TempDir dir;
+  const Result r = run("run noise --seed 2025 --shape 16,5,30,52 --out " + dir.file("n.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto got = SafetensorsFile::open(dir.file("n.safetensors")).tensor("noise");
+  EXPECT_TRUE(all_close(got, SafetensorsFile::open(randn).tensor("seed2025.shape16_5_30_52"), 0, 0, "noise"));
+}
+
+TEST(Cli, RunDenoiseMatchesCfgLoop) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(loop, "cfg_loop_tiny.io.safetensors");
+  TempDir dir;
+  const Result r = run("run denoise --weights " + weights + " --in " + loop + " --out " +
+                       dir.file("d.safetensors") + " --sampler unipc --steps 4 --shift 5 --guide-scale 5");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto got = SafetensorsFile::open(dir.file("d.safetensors"));
+  auto ref = SafetensorsFile::open(loop);
+  for (int i = 0; i < 4; ++i) {
+    const std::string k = "step" + std::to_string(i) + ".latent";
+    EXPECT_TRUE(all_close(got.tensor(k), ref.tensor(k), 1e-4, 1e-4, k));
+  }
+  EXPECT_TRUE(all_close(got.tensor("final_latent"), ref.tensor("final_latent"), 1e-4, 1e-4, "final"));
+}
+
+TEST(Cli, InspectReportsLayoutAndConfig) {
+  VIDAX_REQUIRE_FIXTURE(diffusers, "dit_t2v_tiny.diffusers.safetensors");
+  const Result r = run("inspect " + diffusers);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("layout:      diffusers"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"dim\":256"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("missing: 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unexpected: 0"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadInputsGiveOneLineErrors) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(io_path, "dit_t2v_tiny.io.safetensors");
+  TempDir dir;
+  // Missing file.
+  expect_one_line_error("inspect " + dir.file("nope.safetensors"), "nope.safetensors");
+  // Not a DiT checkpoint (the io file holds inputs, not weights).
+  expect_one_line_error("inspect " + io_path + " --threads 1", "not a Wan DiT checkpoint");
+  // Truncated checkpoint.
+  {
+    std::ifstream in(weights, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream(dir.file("cut.safetensors"), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  }
+  expect_one_line_error("inspect " + dir.file("cut.safetensors"), "cut.safetensors");
+  // Missing tensor / wrong shape, named.
+  {
+    auto src = SafetensorsFile::open(weights);
+    std::vector<std::pair<std::string, Tensor>> ts, wrong;
+    for (const auto& e : src.entries()) {
+      if (e.name != "blocks.1.ffn.2.bias") ts.emplace_back(e.name, src.tensor(e.name));
+      wrong.emplace_back(e.name, e.name == "blocks.0.self_attn.o.weight" ? Tensor::zeros(Shape{256, 255})
+                                                                       : src.tensor(e.name));
+    }
+    write_safetensors(dir.file("missing.safetensors"), ts, src.metadata());
+    write_safetensors(dir.file("wrong.safetensors"), wrong, src.metadata());
+  }
+  auto io = SafetensorsFile::open(io_path);
+  write_safetensors(dir.file("in.safetensors"), {{"x", io.tensor("x")}, {"t", io.tensor("call0.t")},
+                                                 {"context", io.tensor("context")}});
+  const std::string in = " --in " + dir.file("in.safetensors") + " --out " + dir.file("o.safetensors");
+  expect_one_line_error("run dit --weights " + dir.file("missing.safetensors") + in, "blocks.1.ffn.2.bias");
+  expect_one_line_error("run dit --weights " + dir.file("wrong.safetensors") + in, "[256, 255]");
+  EXPECT_FALSE(std::ifstream(dir.file("o.safetensors")).good()) << "no output after a failure";
+  // Wrong input shapes.
+  write_safetensors(dir.file("bad_x.safetensors"), {{"x", Tensor::zeros(Shape{16, 3, 5, 6})}, {"t", io.tensor("call0.t")},
+                                                    {"context", io.tensor("context")}});
+  expect_one_line_error("run dit --weights " + weights + " --in " + dir.file("bad_x.safetensors") + " --out " +
+                            dir.file("o.safetensors"),
+                        "patch size");
+  write_safetensors(dir.file("bad_ctx.safetensors"), {{"x", io.tensor("x")}, {"t", io.tensor("call0.t")},
+                                                      {"context", Tensor::zeros(Shape{7, 63})}});
+  expect_one_line_error("run dit --weights " + weights + " --in " + dir.file("bad_ctx.safetensors") + " --out " +
+                            dir.file("o.safetensors"),
+                        "context");
+  // Bad flags.
+  expect_one_line_error("run dit --weights " + weights + in + " --precision fp8", "--precision");
+  expect_one_line_error("run noise --seed 1 --shape 3,x --out " + dir.file("n.safetensors"), "--shape");
+  expect_one_line_error("bench dit --size 401x240 --no-peak", "--size");
+  expect_one_line_error("bench dit --frames 18 --no-peak", "--frames");
+  expect_one_line_error("bench dit --model wan9 --no-peak", "--model");
+  expect_one_line_error("run denoise --weights " + weights + " --in " + io_path + " --out " +
+                            dir.file("d.safetensors") + " --sampler heun",
+                        "noise");
+}
+
+TEST(Cli, UnknownSamplerIsNamed) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(loop, "cfg_loop_tiny.io.safetensors");
+  TempDir dir;
+  expect_one_line_error("run denoise --weights " + weights + " --in " + loop + " --out " +
+                            dir.file("d.safetensors") + " --sampler heun --steps 2",
+                        "heun");
+}
+
+TEST(Cli, BenchDitRunsTinyPresetAsJson) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  const Result r = run("bench dit --weights " + weights + " --frames 5 --size 64x32 --iters 1 --warmup 0 --json --no-peak");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* key : {"\"tokens\":16", "seconds_per_forward", "gflops_per_second", "peak_fraction"})
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+}
+
+}  // namespace
+}  // namespace vidax
