@@ -20,13 +20,27 @@ constexpr int64_t kHeads = 12, kHeadDim = 128, kTokens = 1950, kTextTokens = 512
 // kF32, or a bf16 kernel.
 enum class Path { kF32, kBf16Auto, kBf16Widened, kBf16Avx512, kBf16Amx };
 
+AttentionBf16Kernel bf16_kernel(Path path) {
+  switch (path) {
+    case Path::kBf16Widened:
+      return AttentionBf16Kernel::kWidened;
+    case Path::kBf16Avx512:
+      return AttentionBf16Kernel::kAvx512Bf16;
+    case Path::kBf16Amx:
+      return AttentionBf16Kernel::kAmx;
+    default:
+      return AttentionBf16Kernel::kAuto;
+  }
+}
+
 void run_attention(benchmark::State& state, Path path, bool self) {
   const int64_t row = kHeads * kHeadDim;
   const int64_t q_len = kTokens, kv_len = self ? kTokens : kTextTokens;
   // Self: one qkv buffer [tokens, 3, heads, head_dim]; cross: q from it, k/v [512, heads, dim].
   std::mt19937 gen(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> qkv(static_cast<size_t>(q_len * 3 * row)), kv(static_cast<size_t>(2 * kv_len * row));
+  std::vector<float> qkv(static_cast<size_t>(q_len * 3 * row)),
+      kv(static_cast<size_t>(2 * kv_len * row));
   for (float& x : qkv) x = dist(gen);
   for (float& x : kv) x = dist(gen);
   std::vector<BFloat16> qkv_b(qkv.size()), kv_b(kv.size());
@@ -34,8 +48,8 @@ void run_attention(benchmark::State& state, Path path, bool self) {
   for (size_t i = 0; i < kv.size(); ++i) kv_b[i].bits = f32_to_bf16(kv[i]);
   std::vector<float> out(static_cast<size_t>(q_len * row));
 
-  AttentionDims d{q_len, kv_len, kv_len, kHeads, kHeadDim, 3 * row, 3 * row, 3 * row, row,
-                  1.0f / std::sqrt(static_cast<float>(kHeadDim))};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  AttentionDims d{q_len, kv_len, kv_len, kHeads, kHeadDim, 3 * row, 3 * row, 3 * row, row, scale};
   int64_t k_off = row, v_off = 2 * row;
   if (!self) {
     d.k_stride = d.v_stride = row;
@@ -48,16 +62,11 @@ void run_attention(benchmark::State& state, Path path, bool self) {
       flash_attention(qkv.data(), kvp + k_off, kvp + v_off, out.data(), d);
     } else {
       const BFloat16* kvp = self ? qkv_b.data() : kv_b.data();
-      const AttentionBf16Kernel kernel = path == Path::kBf16Widened ? AttentionBf16Kernel::kWidened
-                                         : path == Path::kBf16Avx512  ? AttentionBf16Kernel::kAvx512Bf16
-                                         : path == Path::kBf16Amx     ? AttentionBf16Kernel::kAmx
-                                                                      : AttentionBf16Kernel::kAuto;
-      flash_attention_bf16(kernel, qkv_b.data(), kvp + k_off, kvp + v_off, out.data(), d);
+      flash_attention_bf16(bf16_kernel(path), qkv_b.data(), kvp + k_off, kvp + v_off, out.data(),
+                           d);
     }
   };
-  if ((path == Path::kBf16Avx512 &&
-       !flash_attention_bf16_available(AttentionBf16Kernel::kAvx512Bf16)) ||
-      (path == Path::kBf16Amx && !flash_attention_bf16_available(AttentionBf16Kernel::kAmx))) {
+  if (path != Path::kF32 && !flash_attention_bf16_available(bf16_kernel(path))) {
     state.SkipWithError("kernel not available on this machine");
     return;
   }

@@ -93,7 +93,9 @@ def read_config(path):
 
 
 def run_measured(cmd, timeout):
-    """Runs cmd; returns (exit code, stdout, peak RSS bytes from wait4, wall seconds).
+    """Runs cmd; returns (exit code, stdout, peak RSS bytes, wall seconds, CPU seconds).
+
+    Peak RSS and CPU time (user + system, all threads) come from wait4's rusage.
 
     stderr is passed through so progress and errors are visible.
     """
@@ -109,7 +111,8 @@ def run_measured(cmd, timeout):
         timer.cancel()
     rc = os.waitstatus_to_exitcode(status)
     p.returncode = rc  # already reaped; keep Popen from waiting again
-    return rc, out.decode("utf-8", "replace"), ru.ru_maxrss * 1024, time.perf_counter() - t0
+    return (rc, out.decode("utf-8", "replace"), ru.ru_maxrss * 1024, time.perf_counter() - t0,
+            ru.ru_utime + ru.ru_stime)
 
 
 def last_json_object(text):
@@ -147,6 +150,64 @@ def fmt(v, spec):
     return "-" if v is None else format(v, spec)
 
 
+def _add_process_stats(res, rss, wall, cpu, threads):
+    res["peak_rss_bytes_wait4"] = rss
+    res["process_wall_seconds"] = wall
+    res["process_cpu_seconds"] = cpu
+    # share of the --threads cores the process got over its whole life (load, warm-up and
+    # timed forwards); well below 1 means the machine was busy and the times are inflated
+    res["process_cpu_utilization"] = cpu / (wall * threads)
+
+
+def run_torch(a, py, weights):
+    """One run of the PyTorch peer; returns (result dict, None) or (None, error text)."""
+    cmd = [py, os.path.join(HERE, "torch_wan_dit.py"), "--bench", "--json",
+           "--weights", weights, "--frames", str(a.frames), "--size", a.size,
+           "--precision", a.precision, "--iters", str(a.iters), "--warmup",
+           str(a.warmup), "--threads", str(a.threads), "--gemm", a.gemm,
+           "--context-tokens", str(a.context_tokens), "--t", str(a.t),
+           "--x-seed", str(a.x_seed), "--context-seed", str(a.context_seed)]
+    log("[compare] torch: " + " ".join(cmd))
+    rc, out, rss, wall, cpu = run_measured(cmd, a.timeout)
+    res = last_json_object(out)
+    if rc or res is None or not res.get("seconds_per_forward"):
+        log(f"[compare] torch side failed (exit {rc}); stdout tail:\n{out[-2000:]}")
+        return None, f"torch side failed (exit {rc})"
+    _add_process_stats(res, rss, wall, cpu, a.threads)
+    log(f"[compare] torch: {res['seconds_per_forward']:.3f} s per forward")
+    return res, None
+
+
+def run_vidax(a, vidax_path, weights, context_tokens, tokens, flops):
+    """One run of `vidax bench dit`; returns (result dict, None) or (None, error text)."""
+    width, height = (int(v) for v in a.size.lower().split("x"))
+    cmd = [vidax_path, "--threads", str(a.threads), "bench", "dit", "--weights",
+           weights, "--frames", str(a.frames), "--size", f"{width}x{height}",
+           "--precision", a.precision, "--iters", str(a.iters), "--warmup",
+           str(a.warmup), "--json"]
+    if a.vidax_context_tokens:
+        cmd += ["--context-tokens", str(context_tokens)]
+    log("[compare] vidax: " + " ".join(cmd))
+    rc, out, rss, wall, cpu = run_measured(cmd, a.timeout)
+    res = last_json_object(out)
+    if rc or res is None or not res.get("seconds_per_forward"):
+        msg = (f"vidax 'bench dit' failed (exit {rc}) or printed no JSON object with "
+               f"seconds_per_forward; reporting the PyTorch side only")
+        log(f"[compare] {msg}; stdout tail:\n{out[-2000:]}")
+        return None, msg
+    _add_process_stats(res, rss, wall, cpu, a.threads)
+    if res.get("tokens") not in (None, tokens):
+        log(f"[compare] WARNING: vidax reports {res.get('tokens')} tokens, expected {tokens}")
+    vf = res.get("flops_per_forward", res.get("flops"))
+    if vf and abs(vf - flops) > 1e-3 * flops:
+        log(f"[compare] WARNING: vidax counts {vf:.4g} FLOP per forward, this script "
+            f"{flops:.4g}; GFLOP/s are not comparable")
+    if "seconds_min" not in res and "best_seconds" in res:
+        res["seconds_min"] = res["best_seconds"]
+    log(f"[compare] vidax: {res['seconds_per_forward']:.3f} s per forward")
+    return res, None
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -166,14 +227,18 @@ def main(argv=None):
     p.add_argument("--t", type=float, default=500.0)
     p.add_argument("--gemm", choices=["mkldnn", "native"], default="mkldnn",
                    help="torch float32 GEMM backend (see torch_wan_dit.py)")
-    p.add_argument("--python", help="interpreter with torch (default: this one or /usr/bin/python3)")
+    p.add_argument("--python",
+                   help="interpreter with torch (default: this one, else /usr/bin/python3)")
     p.add_argument("--tmpdir", help="where to put generated weights (default: system temp dir)")
     p.add_argument("--no-vidax-context-tokens", dest="vidax_context_tokens",
                    action="store_false",
                    help="do not pass --context-tokens to vidax (for builds without it)")
     p.add_argument("--skip-torch", action="store_true")
     p.add_argument("--skip-vidax", action="store_true")
-    p.add_argument("--timeout", type=float, default=7200, help="per side, seconds")
+    p.add_argument("--timeout", type=float, default=7200, help="per process, seconds")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="alternate torch/vidax runs this many times; report each side's "
+                        "fastest round (use on a busy machine)")
     p.add_argument("--json", action="store_true", help="print one combined JSON object")
     p.add_argument("--save", metavar="FILE", help="also write the combined JSON object to FILE")
     a = p.parse_args(argv)
@@ -206,64 +271,45 @@ def main(argv=None):
                        "config": cfg, "tokens": tokens, "flops": flops})
         log(f"[compare] L = {tokens} tokens, {flops / 1e12:.3f} TFLOP per forward")
 
-        torch_res = None
-        if not a.skip_torch:
-            cmd = [py, os.path.join(HERE, "torch_wan_dit.py"), "--bench", "--json",
-                   "--weights", weights, "--frames", str(a.frames), "--size", a.size,
-                   "--precision", a.precision, "--iters", str(a.iters), "--warmup",
-                   str(a.warmup), "--threads", str(a.threads), "--gemm", a.gemm,
-                   "--context-tokens", str(a.context_tokens), "--t", str(a.t),
-                   "--x-seed", str(a.x_seed), "--context-seed", str(a.context_seed)]
-            log("[compare] torch: " + " ".join(cmd))
-            rc, out, rss, wall = run_measured(cmd, a.timeout)
-            torch_res = last_json_object(out)
-            if rc or torch_res is None:
-                log(f"[compare] torch side failed (exit {rc}); stdout tail:\n{out[-2000:]}")
-                result["torch_error"] = f"exit {rc}"
-                torch_res = None
-            else:
-                torch_res["peak_rss_bytes_wait4"] = rss
-                torch_res["process_wall_seconds"] = wall
-        result["torch"] = torch_res
-
-        vidax_res = None
         vidax_path = shutil.which(a.vidax) or (a.vidax if os.path.isfile(a.vidax) else None)
-        if a.skip_vidax:
-            pass
-        elif not vidax_path or not os.access(vidax_path, os.X_OK):
+        if not a.skip_vidax and (not vidax_path or not os.access(vidax_path, os.X_OK)):
             msg = (f"vidax binary not found at '{a.vidax}' (build it, e.g. "
                    f"cmake --preset release && cmake --build build/release, or pass --vidax); "
                    f"reporting the PyTorch side only")
             log("[compare] " + msg)
             result["vidax_error"] = msg
-        else:
-            cmd = [vidax_path, "--threads", str(a.threads), "bench", "dit", "--weights",
-                   weights, "--frames", str(a.frames), "--size", f"{width}x{height}",
-                   "--precision", a.precision, "--iters", str(a.iters), "--warmup",
-                   str(a.warmup), "--json"]
-            if a.vidax_context_tokens:
-                cmd += ["--context-tokens", str(result["context_tokens"])]
-            log("[compare] vidax: " + " ".join(cmd))
-            rc, out, rss, wall = run_measured(cmd, a.timeout)
-            vidax_res = last_json_object(out)
-            if rc or vidax_res is None:
-                msg = (f"vidax 'bench dit' failed (exit {rc}) or printed no JSON object; "
-                       f"reporting the PyTorch side only")
-                log(f"[compare] {msg}; stdout tail:\n{out[-2000:]}")
-                result["vidax_error"] = msg
-                vidax_res = None
-            else:
-                vidax_res["peak_rss_bytes_wait4"] = rss
-                vidax_res["process_wall_seconds"] = wall
-                if vidax_res.get("tokens") not in (None, tokens):
-                    log(f"[compare] WARNING: vidax reports {vidax_res.get('tokens')} tokens, "
-                        f"expected {tokens}")
-                vf = vidax_res.get("flops_per_forward", vidax_res.get("flops"))
-                if vf and abs(vf - flops) > 1e-3 * flops:
-                    log(f"[compare] WARNING: vidax counts {vf:.4g} FLOP per forward, this script "
-                        f"{flops:.4g}; GFLOP/s are not comparable")
-                if "seconds_min" not in vidax_res and "best_seconds" in vidax_res:
-                    vidax_res["seconds_min"] = vidax_res["best_seconds"]
+            vidax_path = None
+        if a.skip_vidax:
+            vidax_path = None
+
+        # Alternate the sides so that both see the same background load; keep each side's
+        # fastest round (on a shared machine the minimum is the least disturbed figure).
+        torch_res = vidax_res = None
+        torch_all, vidax_all = [], []
+        for rnd in range(a.rounds):
+            if not a.skip_torch:
+                r, err = run_torch(a, py, weights)
+                if err:
+                    result["torch_error"] = err
+                else:
+                    torch_all.append(r["seconds_per_forward"])
+                    if torch_res is None or r["seconds_per_forward"] < torch_res[
+                            "seconds_per_forward"]:
+                        torch_res = r
+            if vidax_path:
+                r, err = run_vidax(a, vidax_path, weights, result["context_tokens"], tokens,
+                                   flops)
+                if err:
+                    result["vidax_error"] = err
+                else:
+                    vidax_all.append(r["seconds_per_forward"])
+                    if vidax_res is None or r["seconds_per_forward"] < vidax_res[
+                            "seconds_per_forward"]:
+                        vidax_res = r
+        if a.rounds > 1:
+            result["torch_rounds_seconds"] = torch_all
+            result["vidax_rounds_seconds"] = vidax_all
+        result["torch"] = torch_res
         result["vidax"] = vidax_res
 
         ts = (torch_res or {}).get("seconds_per_forward")
@@ -301,6 +347,7 @@ def main(argv=None):
     row("peak fraction", "peak_fraction", ".3f")
     row("peak RSS, reported (GiB)", "peak_rss_bytes", ".2f", 1 / 2**30)
     row("peak RSS, wait4 (GiB)", "peak_rss_bytes_wait4", ".2f", 1 / 2**30)
+    row("CPU use of --threads cores", "process_cpu_utilization", ".2f")
     r = result["ratio_torch_over_vidax"]
     print(f"{'torch_seconds / vidax_seconds':28s} {fmt(r, '.2f'):>16s}")
     if "vidax_error" in result:

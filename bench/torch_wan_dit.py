@@ -115,6 +115,17 @@ CONFIG_DEFAULTS = {
 }
 
 
+def _release_free_heap():
+    """Hands freed heap pages back to the OS (glibc keeps freed chunks below 32 MB in its heap,
+    so converting weights tensor by tensor would otherwise leave the source copies counted in
+    the RSS, and the peak-RSS figure would depend on allocation order)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _no_autocast():
     return torch.autocast("cpu", enabled=False)
 
@@ -316,11 +327,13 @@ class WanDiT:
             blk["ffn0"] = lin(p + "ffn.0", low_kind)
             blk["ffn2"] = lin(p + "ffn.2", low_kind)
             self.blocks.append(blk)
+            _release_free_heap()
         self.head = lin("head.head", f32_kind)
         self.head_mod = f32("head.modulation").reshape(2, self.dim)
         if sd:
             raise ValueError(f"weights: unexpected tensors, e.g. {sorted(sd)[:5]}")
         self.rope = rope_tables(self.dim // self.heads)
+        _release_free_heap()
 
     # -- pieces ------------------------------------------------------------------------------
 

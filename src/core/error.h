@@ -35,9 +35,9 @@ template <typename... Args>
 
 }  // namespace vidax
 
-#define VIDAX_CHECK(cond, ...)                                                        \
-  do {                                                                                \
-    if (!(cond)) [[unlikely]] {                                                       \
+#define VIDAX_CHECK(cond, ...)                                                         \
+  do {                                                                                 \
+    if (!(cond)) [[unlikely]] {                                                        \
       ::vidax::check_failed(__FILE__, __LINE__, #cond, ::vidax::str_cat(__VA_ARGS__)); \
-    }                                                                                 \
+    }                                                                                  \
   } while (0)

@@ -4,7 +4,8 @@
 
 namespace vidax {
 
-Shape::Shape(std::initializer_list<int64_t> dims) : Shape(std::span<const int64_t>(dims.begin(), dims.size())) {}
+Shape::Shape(std::initializer_list<int64_t> dims)
+    : Shape(std::span<const int64_t>(dims.begin(), dims.size())) {}
 
 Shape::Shape(std::span<const int64_t> dims) {
   VIDAX_CHECK(dims.size() <= kMaxDims, "rank ", dims.size(), " exceeds ", kMaxDims);

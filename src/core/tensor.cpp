@@ -27,9 +27,9 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype) {
 Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype,
                             size_t byte_offset) {
   VIDAX_CHECK(storage != nullptr);
-  VIDAX_CHECK(byte_offset + static_cast<size_t>(shape.numel()) * dtype_size(dtype) <=
-                  storage->bytes(),
-              "tensor ", shape.str(), " exceeds its storage");
+  VIDAX_CHECK(
+      byte_offset + static_cast<size_t>(shape.numel()) * dtype_size(dtype) <= storage->bytes(),
+      "tensor ", shape.str(), " exceeds its storage");
   Tensor t;
   t.storage_ = std::move(storage);
   t.byte_offset_ = byte_offset;
@@ -87,8 +87,8 @@ Tensor Tensor::reshape(const Shape& new_shape) const {
 
 Tensor Tensor::slice(int d, int64_t start, int64_t end) const {
   if (d < 0) d += rank();
-  VIDAX_CHECK(d >= 0 && d < rank() && 0 <= start && start <= end && end <= shape_[d],
-              "slice [", start, ", ", end, ") of dim ", d, " of ", describe());
+  VIDAX_CHECK(d >= 0 && d < rank() && 0 <= start && start <= end && end <= shape_[d], "slice [",
+              start, ", ", end, ") of dim ", d, " of ", describe());
   Tensor t = *this;
   t.byte_offset_ += static_cast<size_t>(start * strides_[static_cast<size_t>(d)]) * itemsize();
   t.shape_[d] = end - start;
@@ -133,8 +133,10 @@ Tensor Tensor::unsqueeze(int d) const {
   dims.insert(dims.begin() + d, 1);
   Tensor t = *this;
   t.shape_ = Shape(dims);
-  for (int i = rank(); i > d; --i) t.strides_[static_cast<size_t>(i)] = strides_[static_cast<size_t>(i - 1)];
-  t.strides_[static_cast<size_t>(d)] = d < rank() ? strides_[static_cast<size_t>(d)] * shape_[d] : 1;
+  for (int i = rank(); i > d; --i)
+    t.strides_[static_cast<size_t>(i)] = strides_[static_cast<size_t>(i - 1)];
+  t.strides_[static_cast<size_t>(d)] =
+      d < rank() ? strides_[static_cast<size_t>(d)] * shape_[d] : 1;
   return t;
 }
 
@@ -154,7 +156,8 @@ void for_each_run(const Shape& shape, const std::array<int64_t, kMaxDims>& strid
   std::array<int64_t, kMaxDims> idx{};
   for (int64_t o = 0; o < outer; ++o) {
     int64_t src = 0;
-    for (int i = 0; i < r - 1; ++i) src += idx[static_cast<size_t>(i)] * strides[static_cast<size_t>(i)];
+    for (int i = 0; i < r - 1; ++i)
+      src += idx[static_cast<size_t>(i)] * strides[static_cast<size_t>(i)];
     fn(o * inner, src, inner);
     for (int i = r - 2; i >= 0; --i) {
       if (++idx[static_cast<size_t>(i)] < shape[i]) break;
@@ -216,8 +219,6 @@ std::vector<float> Tensor::to_float_vector() const {
   return {p, p + f.numel()};
 }
 
-std::string Tensor::describe() const {
-  return str_cat(dtype_name(dtype_), " ", shape_.str());
-}
+std::string Tensor::describe() const { return str_cat(dtype_name(dtype_), " ", shape_.str()); }
 
 }  // namespace vidax

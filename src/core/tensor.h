@@ -29,11 +29,26 @@ struct Float16 {
 
 template <typename T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::kF32; }
-template <> constexpr DType dtype_of<BFloat16>() { return DType::kBF16; }
-template <> constexpr DType dtype_of<Float16>() { return DType::kF16; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::kI64; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::kI32; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::kF32;
+}
+template <>
+constexpr DType dtype_of<BFloat16>() {
+  return DType::kBF16;
+}
+template <>
+constexpr DType dtype_of<Float16>() {
+  return DType::kF16;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::kI64;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::kI32;
+}
 
 class Tensor {
  public:
@@ -82,8 +97,8 @@ class Tensor {
   Tensor unsqueeze(int dim) const;
 
   // Copies.
-  Tensor contiguous() const;  // returns *this when already contiguous
-  Tensor clone() const;       // always a new owned contiguous copy
+  Tensor contiguous() const;     // returns *this when already contiguous
+  Tensor clone() const;          // always a new owned contiguous copy
   Tensor to(DType dtype) const;  // new owned contiguous tensor; float<->float conversions only
   void copy_from(const Tensor& src) const;  // same shape and dtype; this must be writable
 

@@ -6,7 +6,8 @@
 
 namespace vidax {
 
-Tensor classifier_free_guidance(const Tensor& cond_in, const Tensor& uncond_in, double guide_scale) {
+Tensor classifier_free_guidance(const Tensor& cond_in, const Tensor& uncond_in,
+                                double guide_scale) {
   VIDAX_CHECK(cond_in.shape() == uncond_in.shape(), "CFG shape mismatch");
   const Tensor cond = cond_in.contiguous(), uncond = uncond_in.contiguous();
   Tensor out = Tensor::zeros(cond.shape());
@@ -44,8 +45,7 @@ Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
       pred = classifier_free_guidance(cond, uncond, options.guide_scale);
     }
     latent = scheduler->step(pred, latent);
-    const double dt =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (on_step) on_step({i, timesteps[static_cast<size_t>(i)], dt, latent});
   }
   return latent;

@@ -22,7 +22,7 @@ struct DenoiseOptions {
 struct DenoiseStep {
   int index;
   int64_t timestep;
-  double seconds;  // wall time of this step (both model calls and the solver)
+  double seconds;        // wall time of this step (both model calls and the solver)
   const Tensor& latent;  // after the step
 };
 using DenoiseCallback = std::function<void(const DenoiseStep&)>;

@@ -41,7 +41,8 @@ void expect_one_line_error(const std::string& args, const std::string& needle) {
   const Result r = run(args);
   EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
   EXPECT_EQ(count_lines(r.out), 1) << args << "\n" << r.out;
-  EXPECT_NE(r.out.find(needle), std::string::npos) << args << "\nexpected '" << needle << "' in: " << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos)
+      << args << "\nexpected '" << needle << "' in: " << r.out;
 }
 
 TEST(Cli, RunDitMatchesFixtureOutput) {
@@ -49,8 +50,10 @@ TEST(Cli, RunDitMatchesFixtureOutput) {
   VIDAX_REQUIRE_FIXTURE(io_path, "dit_t2v_tiny.io.safetensors");
   TempDir dir;
   auto io = SafetensorsFile::open(io_path);
-  write_safetensors(dir.file("in.safetensors"), {{"x", io.tensor("x")}, {"t", io.tensor("call0.t")},
-                                                 {"context", io.tensor("context")}, {"seq_len", io.tensor("seq_len")}});
+  write_safetensors(dir.file("in.safetensors"), {{"x", io.tensor("x")},
+                                                 {"t", io.tensor("call0.t")},
+                                                 {"context", io.tensor("context")},
+                                                 {"seq_len", io.tensor("seq_len")}});
   const Result r = run("run dit --weights " + weights + " --in " + dir.file("in.safetensors") +
                        " --out " + dir.file("out.safetensors"));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -64,10 +67,12 @@ TEST(Cli, RunDitBatchedSamplesWithOwnTimesteps) {
   TempDir dir;
   auto io = SafetensorsFile::open(io_path);
   Tensor t = Tensor::from_floats(std::vector<float>{731.0f, 12.5f}, Shape{2});
-  write_safetensors(dir.file("in.safetensors"),
-                    {{"x.0", io.tensor("x")}, {"x.1", io.tensor("x")}, {"t", t},
-                     {"context.0", io.tensor("context")}, {"context.1", io.tensor("context")},
-                     {"seq_len", io.tensor("seq_len")}});
+  write_safetensors(dir.file("in.safetensors"), {{"x.0", io.tensor("x")},
+                                                 {"x.1", io.tensor("x")},
+                                                 {"t", t},
+                                                 {"context.0", io.tensor("context")},
+                                                 {"context.1", io.tensor("context")},
+                                                 {"seq_len", io.tensor("seq_len")}});
   const Result r = run("run dit --weights " + weights + " --in " + dir.file("in.safetensors") +
                        " --out " + dir.file("out.safetensors"));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -79,18 +84,21 @@ TEST(Cli, RunDitBatchedSamplesWithOwnTimesteps) {
 TEST(Cli, RunNoiseReproducesTorchRandn) {
   VIDAX_REQUIRE_FIXTURE(randn, "randn_cpu.safetensors");
   TempDir dir;
-  const Result r = run("run noise --seed 2025 --shape 16,5,30,52 --out " + dir.file("n.safetensors"));
+  const Result r =
+      run("run noise --seed 2025 --shape 16,5,30,52 --out " + dir.file("n.safetensors"));
   ASSERT_EQ(r.code, 0) << r.out;
   auto got = SafetensorsFile::open(dir.file("n.safetensors")).tensor("noise");
-  EXPECT_TRUE(all_close(got, SafetensorsFile::open(randn).tensor("seed2025.shape16_5_30_52"), 0, 0, "noise"));
+  EXPECT_TRUE(all_close(got, SafetensorsFile::open(randn).tensor("seed2025.shape16_5_30_52"), 0, 0,
+                        "noise"));
 }
 
 TEST(Cli, RunDenoiseMatchesCfgLoop) {
   VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
   VIDAX_REQUIRE_FIXTURE(loop, "cfg_loop_tiny.io.safetensors");
   TempDir dir;
-  const Result r = run("run denoise --weights " + weights + " --in " + loop + " --out " +
-                       dir.file("d.safetensors") + " --sampler unipc --steps 4 --shift 5 --guide-scale 5");
+  const Result r =
+      run("run denoise --weights " + weights + " --in " + loop + " --out " +
+          dir.file("d.safetensors") + " --sampler unipc --steps 4 --shift 5 --guide-scale 5");
   ASSERT_EQ(r.code, 0) << r.out;
   auto got = SafetensorsFile::open(dir.file("d.safetensors"));
   auto ref = SafetensorsFile::open(loop);
@@ -98,7 +106,8 @@ TEST(Cli, RunDenoiseMatchesCfgLoop) {
     const std::string k = "step" + std::to_string(i) + ".latent";
     EXPECT_TRUE(all_close(got.tensor(k), ref.tensor(k), 1e-4, 1e-4, k));
   }
-  EXPECT_TRUE(all_close(got.tensor("final_latent"), ref.tensor("final_latent"), 1e-4, 1e-4, "final"));
+  EXPECT_TRUE(
+      all_close(got.tensor("final_latent"), ref.tensor("final_latent"), 1e-4, 1e-4, "final"));
 }
 
 TEST(Cli, InspectReportsLayoutAndConfig) {
@@ -123,7 +132,8 @@ TEST(Cli, BadInputsGiveOneLineErrors) {
   {
     std::ifstream in(weights, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), {});
-    std::ofstream(dir.file("cut.safetensors"), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+    std::ofstream(dir.file("cut.safetensors"), std::ios::binary)
+        << bytes.substr(0, bytes.size() / 2);
   }
   expect_one_line_error("inspect " + dir.file("cut.safetensors"), "cut.safetensors");
   // Missing tensor / wrong shape, named.
@@ -132,33 +142,40 @@ TEST(Cli, BadInputsGiveOneLineErrors) {
     std::vector<std::pair<std::string, Tensor>> ts, wrong;
     for (const auto& e : src.entries()) {
       if (e.name != "blocks.1.ffn.2.bias") ts.emplace_back(e.name, src.tensor(e.name));
-      wrong.emplace_back(e.name, e.name == "blocks.0.self_attn.o.weight" ? Tensor::zeros(Shape{256, 255})
-                                                                       : src.tensor(e.name));
+      wrong.emplace_back(e.name, e.name == "blocks.0.self_attn.o.weight"
+                                     ? Tensor::zeros(Shape{256, 255})
+                                     : src.tensor(e.name));
     }
     write_safetensors(dir.file("missing.safetensors"), ts, src.metadata());
     write_safetensors(dir.file("wrong.safetensors"), wrong, src.metadata());
   }
   auto io = SafetensorsFile::open(io_path);
-  write_safetensors(dir.file("in.safetensors"), {{"x", io.tensor("x")}, {"t", io.tensor("call0.t")},
-                                                 {"context", io.tensor("context")}});
-  const std::string in = " --in " + dir.file("in.safetensors") + " --out " + dir.file("o.safetensors");
-  expect_one_line_error("run dit --weights " + dir.file("missing.safetensors") + in, "blocks.1.ffn.2.bias");
+  write_safetensors(
+      dir.file("in.safetensors"),
+      {{"x", io.tensor("x")}, {"t", io.tensor("call0.t")}, {"context", io.tensor("context")}});
+  const std::string in =
+      " --in " + dir.file("in.safetensors") + " --out " + dir.file("o.safetensors");
+  expect_one_line_error("run dit --weights " + dir.file("missing.safetensors") + in,
+                        "blocks.1.ffn.2.bias");
   expect_one_line_error("run dit --weights " + dir.file("wrong.safetensors") + in, "[256, 255]");
   EXPECT_FALSE(std::ifstream(dir.file("o.safetensors")).good()) << "no output after a failure";
   // Wrong input shapes.
-  write_safetensors(dir.file("bad_x.safetensors"), {{"x", Tensor::zeros(Shape{16, 3, 5, 6})}, {"t", io.tensor("call0.t")},
+  write_safetensors(dir.file("bad_x.safetensors"), {{"x", Tensor::zeros(Shape{16, 3, 5, 6})},
+                                                    {"t", io.tensor("call0.t")},
                                                     {"context", io.tensor("context")}});
-  expect_one_line_error("run dit --weights " + weights + " --in " + dir.file("bad_x.safetensors") + " --out " +
-                            dir.file("o.safetensors"),
+  expect_one_line_error("run dit --weights " + weights + " --in " + dir.file("bad_x.safetensors") +
+                            " --out " + dir.file("o.safetensors"),
                         "patch size");
-  write_safetensors(dir.file("bad_ctx.safetensors"), {{"x", io.tensor("x")}, {"t", io.tensor("call0.t")},
+  write_safetensors(dir.file("bad_ctx.safetensors"), {{"x", io.tensor("x")},
+                                                      {"t", io.tensor("call0.t")},
                                                       {"context", Tensor::zeros(Shape{7, 63})}});
-  expect_one_line_error("run dit --weights " + weights + " --in " + dir.file("bad_ctx.safetensors") + " --out " +
-                            dir.file("o.safetensors"),
+  expect_one_line_error("run dit --weights " + weights + " --in " +
+                            dir.file("bad_ctx.safetensors") + " --out " + dir.file("o.safetensors"),
                         "context");
   // Bad flags.
   expect_one_line_error("run dit --weights " + weights + in + " --precision fp8", "--precision");
-  expect_one_line_error("run noise --seed 1 --shape 3,x --out " + dir.file("n.safetensors"), "--shape");
+  expect_one_line_error("run noise --seed 1 --shape 3,x --out " + dir.file("n.safetensors"),
+                        "--shape");
   expect_one_line_error("bench dit --size 401x240 --no-peak", "--size");
   expect_one_line_error("bench dit --frames 18 --no-peak", "--frames");
   expect_one_line_error("bench dit --model wan9 --no-peak", "--model");
@@ -178,9 +195,11 @@ TEST(Cli, UnknownSamplerIsNamed) {
 
 TEST(Cli, BenchDitRunsTinyPresetAsJson) {
   VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
-  const Result r = run("bench dit --weights " + weights + " --frames 5 --size 64x32 --iters 1 --warmup 0 --json --no-peak");
+  const Result r = run("bench dit --weights " + weights +
+                       " --frames 5 --size 64x32 --iters 1 --warmup 0 --json --no-peak");
   ASSERT_EQ(r.code, 0) << r.out;
-  for (const char* key : {"\"tokens\":16", "seconds_per_forward", "gflops_per_second", "peak_fraction"})
+  for (const char* key :
+       {"\"tokens\":16", "seconds_per_forward", "gflops_per_second", "peak_fraction"})
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
 }
 

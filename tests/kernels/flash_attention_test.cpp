@@ -39,8 +39,8 @@ struct Case {
 std::string describe(const Case& c) {
   static const char* kLayouts[] = {"packed", "padded", "qkv"};
   return str_cat("q_len=", c.q_len, " kv_len=", c.kv_len, " kv_valid=", c.kv_valid,
-                 " heads=", c.heads, " head_dim=", c.head_dim, " layout=",
-                 kLayouts[static_cast<int>(c.layout)], " amplitude=", c.amplitude);
+                 " heads=", c.heads, " head_dim=", c.head_dim,
+                 " layout=", kLayouts[static_cast<int>(c.layout)], " amplitude=", c.amplitude);
 }
 
 // Inputs of one case as f32 (already bf16-rounded when `bf16`) and, for bf16, the raw bits.
@@ -52,17 +52,16 @@ struct Problem {
 
   Problem(const Case& c, uint32_t seed, bool bf16) {
     const int64_t row = c.heads * c.head_dim;
-    dims = {c.q_len, c.kv_len, c.kv_valid, c.heads, c.head_dim, row, row, row, row,
-            1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    dims = {c.q_len, c.kv_len, c.kv_valid, c.heads, c.head_dim, row, row, row, row, scale};
     if (c.layout == Layout::kPadded) {
       dims.q_stride = row + 5;
       dims.k_stride = row + 3;
       dims.v_stride = row + 11;
       dims.out_stride = row + 1;
     }
-    auto fill = [&](int64_t rows, int64_t stride, float amp, uint32_t s) {
-      std::vector<float> x = random_floats(static_cast<size_t>(rows * stride), s, -amp, amp);
-      return x;
+    auto fill = [](int64_t rows, int64_t stride, float amp, uint32_t s) {
+      return random_floats(static_cast<size_t>(rows * stride), s, -amp, amp);
     };
     if (c.layout == Layout::kQkv) {
       EXPECT_EQ(c.q_len, c.kv_len);
@@ -70,7 +69,8 @@ struct Problem {
       // One buffer: q and k parts scaled by the amplitude, v part in [-1, 1].
       q = fill(c.kv_len, 3 * row, 1.0f, seed);
       for (int64_t t = 0; t < c.kv_len; ++t) {
-        for (int64_t e = 0; e < 2 * row; ++e) q[static_cast<size_t>(t * 3 * row + e)] *= c.amplitude;
+        for (int64_t e = 0; e < 2 * row; ++e)
+          q[static_cast<size_t>(t * 3 * row + e)] *= c.amplitude;
       }
       k_off = row;
       v_off = 2 * row;
@@ -104,8 +104,8 @@ struct Problem {
   }
   std::vector<float> reference() const {
     std::vector<float> out = make_out();
-    attention_reference(q.data() + q_off, kbuf().data() + k_off, vbuf().data() + v_off,
-                        out.data(), dims);
+    attention_reference(q.data() + q_off, kbuf().data() + k_off, vbuf().data() + v_off, out.data(),
+                        dims);
     return out;
   }
   std::vector<float> run_f32() const {
@@ -143,14 +143,13 @@ struct Problem {
   }
   const Shape shape{d.q_len, d.heads, d.head_dim};
   if (a.empty()) return ::testing::AssertionSuccess();
-  return all_close(Tensor::from_floats(a, shape), Tensor::from_floats(r, shape), atol, rtol,
-                   what);
+  return all_close(Tensor::from_floats(a, shape), Tensor::from_floats(r, shape), atol, rtol, what);
 }
 
 std::vector<Case> ragged_cases() {
   std::vector<Case> cases;
   const int64_t dims[] = {40, 72, 100, 128};
-  const int64_t lens[][3] = {{1, 1, 1},     {7, 7, 5},     {33, 129, 129}, {129, 33, 20},
+  const int64_t lens[][3] = {{1, 1, 1},       {7, 7, 5},     {33, 129, 129}, {129, 33, 20},
                              {300, 300, 300}, {1, 300, 257}, {65, 64, 64},   {61, 130, 128}};
   int i = 0;
   for (const auto& l : lens) {
@@ -162,6 +161,7 @@ std::vector<Case> ragged_cases() {
   }
   cases.push_back({129, 129, 129, 2, 128, Layout::kQkv});
   cases.push_back({300, 300, 211, 3, 72, Layout::kQkv});
+  cases.push_back({3, 2000, 1999, 3, 128, Layout::kPadded});  // many key steps, tiny q
   cases.push_back({7, 7, 7, 2, 1, Layout::kPadded});
   cases.push_back({9, 17, 13, 2, 3, Layout::kPacked});
   return cases;
@@ -225,8 +225,8 @@ constexpr double kBf16Atol = 4e-3;
 // Every bf16 kernel this machine can run (the ones it cannot are reported as skipped).
 TEST(FlashAttention, Bf16KernelsMatchReference) {
   std::printf("[ INFO     ] flash_attention target: %s\n", flash_attention_target().c_str());
-  for (auto kernel : {AttentionBf16Kernel::kAuto, AttentionBf16Kernel::kAvx512Bf16,
-                      AttentionBf16Kernel::kAmx}) {
+  for (auto kernel :
+       {AttentionBf16Kernel::kAuto, AttentionBf16Kernel::kAvx512Bf16, AttentionBf16Kernel::kAmx}) {
     if (!flash_attention_bf16_available(kernel)) {
       std::printf("[ INFO     ] bf16 kernel %s not available here: not tested\n",
                   kernel_name(kernel));
@@ -279,6 +279,28 @@ TEST(FlashAttention, ConstantValuesAreReproduced) {
   }
 }
 
+// Negative and zero scales are legal: softmax of -|scale| q k^T (the row *minimum* of q k^T is
+// the stable shift) and, for 0, the plain mean of the valid value rows.
+TEST(FlashAttention, NegativeAndZeroScale) {
+  uint32_t seed = 500;
+  for (float scale : {-0.3f, 0.0f}) {
+    const Case c{37, 150, 133, 2, 72, Layout::kPadded};
+    Problem f(c, seed, /*bf16=*/false);
+    f.dims.scale = scale;
+    EXPECT_TRUE(outputs_close(f.run_f32(), f.reference(), f.dims, 2e-6, 1e-5, "f32"));
+    Problem b(c, seed++, /*bf16=*/true);
+    b.dims.scale = scale;
+    for (auto kernel : {AttentionBf16Kernel::kWidened, AttentionBf16Kernel::kAvx512Bf16,
+                        AttentionBf16Kernel::kAmx}) {
+      if (!flash_attention_bf16_available(kernel)) continue;
+      const double atol = kernel == AttentionBf16Kernel::kWidened ? 2e-6 : kBf16Atol;
+      EXPECT_TRUE(
+          outputs_close(run_kernel(b, kernel), b.reference(), b.dims, atol, 0,
+                        std::string(kernel_name(kernel)) + " scale " + std::to_string(scale)));
+    }
+  }
+}
+
 // A single valid key: the output is that key's value row.
 TEST(FlashAttention, SingleValidKeyCopiesValue) {
   const Case c{5, 40, 1, 2, 100, Layout::kPadded};
@@ -289,8 +311,7 @@ TEST(FlashAttention, SingleValidKeyCopiesValue) {
     const auto out = run_kernel(p, kernel);
     for (int64_t i = 0; i < c.q_len; ++i) {
       for (int64_t e = 0; e < c.heads * c.head_dim; ++e) {
-        ASSERT_EQ(out[static_cast<size_t>(i * p.dims.out_stride + e)],
-                  p.v[static_cast<size_t>(e)])
+        ASSERT_EQ(out[static_cast<size_t>(i * p.dims.out_stride + e)], p.v[static_cast<size_t>(e)])
             << kernel_name(kernel);
       }
     }
@@ -334,8 +355,8 @@ TEST(FlashAttention, EveryHighwayTarget) {
       EXPECT_TRUE(outputs_close(f.run_f32(), f.reference(), f.dims, atol, rtol,
                                 name + " f32 " + describe(c)));
       const Problem b(c, seed++, /*bf16=*/true);
-      EXPECT_TRUE(outputs_close(b.run_bf16([](auto... a) { flash_attention(a...); }),
-                                b.reference(), b.dims, kBf16Atol, 0, name + " bf16 " + describe(c)));
+      EXPECT_TRUE(outputs_close(b.run_bf16([](auto... a) { flash_attention(a...); }), b.reference(),
+                                b.dims, kBf16Atol, 0, name + " bf16 " + describe(c)));
     }
   }
   hwy::SetSupportedTargetsForTest(0);

@@ -16,12 +16,15 @@ Tensor reference_linear(const Tensor& x, const Tensor& w, const Tensor& b, GemmE
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
   Tensor y = Tensor::zeros(Shape{m, n});
   const auto xv = x.to_float_vector(), wv = w.to_float_vector();
-  const auto bv = b.defined() ? b.to_float_vector() : std::vector<float>(static_cast<size_t>(n), 0.0f);
+  const auto bv =
+      b.defined() ? b.to_float_vector() : std::vector<float>(static_cast<size_t>(n), 0.0f);
   float* out = y.mutable_data<float>();
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double acc = bv[static_cast<size_t>(j)];
-      for (int64_t p = 0; p < k; ++p) acc += static_cast<double>(xv[static_cast<size_t>(i * k + p)]) * wv[static_cast<size_t>(j * k + p)];
+      for (int64_t p = 0; p < k; ++p)
+        acc += static_cast<double>(xv[static_cast<size_t>(i * k + p)]) *
+               wv[static_cast<size_t>(j * k + p)];
       if (ep == GemmEpilogue::kGeluTanh) {
         acc = 0.5 * acc * (1 + std::tanh(std::sqrt(2 / M_PI) * (acc + 0.044715 * acc * acc * acc)));
       } else if (ep == GemmEpilogue::kGeluErf) {
@@ -49,18 +52,34 @@ TEST_P(GemmTest, F32MatchesReference) {
     EXPECT_TRUE(all_close(lin(x), reference_linear(x, w, b, ep), 1e-5, 1e-5, "f32 gemm"));
   }
   PackedLinear no_bias(w, Tensor(), DType::kF32);
-  EXPECT_TRUE(all_close(no_bias(x), reference_linear(x, w, Tensor(), GemmEpilogue::kNone), 1e-5, 1e-5, "no bias"));
+  EXPECT_TRUE(all_close(no_bias(x), reference_linear(x, w, Tensor(), GemmEpilogue::kNone), 1e-5,
+                        1e-5, "no bias"));
 }
 
 TEST_P(GemmTest, Bf16MatchesReferenceOnRoundedInputs) {
   const Case c = GetParam();
   // Round inputs to bf16 first: the kernel then computes exact products with f32 accumulation.
   const Tensor x = random_tensor(Shape{c.m, c.k}, 4).to(DType::kBF16);
-  const Tensor w = random_tensor(Shape{c.n, c.k}, 5, 1.0f / std::sqrt(static_cast<float>(c.k))).to(DType::kBF16);
+  const Tensor w =
+      random_tensor(Shape{c.n, c.k}, 5, 1.0f / std::sqrt(static_cast<float>(c.k))).to(DType::kBF16);
   const Tensor b = random_tensor(Shape{c.n}, 6, 0.1f);
   PackedLinear lin(w, b, DType::kBF16);
   EXPECT_EQ(lin.compute_dtype(), DType::kBF16);
-  EXPECT_TRUE(all_close(lin(x), reference_linear(x, w, b, GemmEpilogue::kNone), 1e-4, 1e-4, "bf16 gemm"));
+  EXPECT_TRUE(
+      all_close(lin(x), reference_linear(x, w, b, GemmEpilogue::kNone), 1e-4, 1e-4, "bf16 gemm"));
+}
+
+TEST_P(GemmTest, Bf16OutputIsTheRoundedF32Output) {
+  const Case c = GetParam();
+  const Tensor x = random_tensor(Shape{c.m, c.k}, 9).to(DType::kBF16);
+  const Tensor w = random_tensor(Shape{c.n, c.k}, 10, 0.3f).to(DType::kBF16);
+  PackedLinear lin(w, random_tensor(Shape{c.n}, 11, 0.1f), DType::kBF16, GemmEpilogue::kGeluTanh);
+  const Tensor f32 = lin(x);
+  Tensor b16 = Tensor::zeros(Shape{c.m, c.n}, DType::kBF16);
+  lin.forward_bf16_out(x.raw_data(), c.m, b16.mutable_data<BFloat16>());
+  // One rounding of the same f32 value: equal to rounding our f32 result, up to one bf16 ulp
+  // where the f32 results differ in the last bits across kernels.
+  EXPECT_TRUE(all_close(b16, f32.to(DType::kBF16), 0, 1.0 / 128, "bf16 out"));
 }
 
 TEST_P(GemmTest, RowCountsShareOnePackedWeight) {
@@ -69,7 +88,8 @@ TEST_P(GemmTest, RowCountsShareOnePackedWeight) {
   PackedLinear lin(w, Tensor(), DType::kF32);
   for (int64_t m : {int64_t{1}, c.m, c.m + 13}) {
     const Tensor x = random_tensor(Shape{m, c.k}, static_cast<uint32_t>(8 + m));
-    EXPECT_TRUE(all_close(lin(x), reference_linear(x, w, Tensor(), GemmEpilogue::kNone), 1e-5, 1e-5, "m=" + std::to_string(m)));
+    EXPECT_TRUE(all_close(lin(x), reference_linear(x, w, Tensor(), GemmEpilogue::kNone), 1e-5, 1e-5,
+                          "m=" + std::to_string(m)));
   }
 }
 

@@ -28,7 +28,8 @@ Captured run_call(WanDit& model, const SafetensorsFile& io, const std::string& c
   if (io.contains("y")) s.y = io.tensor("y");
   if (io.contains("clip_fea")) s.clip_fea = io.tensor("clip_fea");
   Captured c;
-  c.out = model.forward(s, [&](const std::string& name, const Tensor& v) { c.values[name] = v.clone(); });
+  c.out = model.forward(
+      s, [&](const std::string& name, const Tensor& v) { c.values[name] = v.clone(); });
   return c;
 }
 
@@ -49,12 +50,14 @@ void expect_call_matches(WanDit& model, const SafetensorsFile& io, const std::st
     ++compared;
   }
   EXPECT_GE(compared, 5) << "too few intermediates compared for " << call;
-  EXPECT_TRUE(all_close(got.out, io.tensor(call + "." + out_name), tol, tol, call + "." + out_name));
+  EXPECT_TRUE(
+      all_close(got.out, io.tensor(call + "." + out_name), tol, tol, call + "." + out_name));
 }
 
 WanDit load(const DitCheckpoint& ck, Precision p) {
   ck.require_loadable();
-  return WanDit(ck.config(), [&](const std::string& n) { return ck.get(n); }, p);
+  return WanDit(
+      ck.config(), [&](const std::string& n) { return ck.get(n); }, p);
 }
 
 TEST(WanDit, T2VOfficialWeightsMatchEveryIntermediate) {
@@ -119,7 +122,8 @@ TEST(WanDit, T2VBf16PrecisionStaysNearReference) {
       max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[i])));
       max_diff = std::max(max_diff, std::fabs(static_cast<double>(out[i]) - ref[i]));
     }
-    EXPECT_LE(max_diff, 0.03 * max_ref) << call << ": max diff " << max_diff << " max |ref| " << max_ref;
+    EXPECT_LE(max_diff, 0.03 * max_ref)
+        << call << ": max diff " << max_diff << " max |ref| " << max_ref;
     EXPECT_GT(max_diff, 0.0) << "bf16 path produced bit-identical f32 results; is it really bf16?";
   }
 }

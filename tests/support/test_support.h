@@ -16,10 +16,10 @@ namespace vidax::testing {
 std::string wan_fixture(const std::string& name);
 
 // Skips the current test with a clear message when the fixture file is missing.
-#define VIDAX_REQUIRE_FIXTURE(path_var, name)                                      \
-  const std::string path_var = ::vidax::testing::wan_fixture(name);               \
-  if (path_var.empty()) GTEST_SKIP() << "fixture " << (name) << " not found under " \
-                                     << VIDAX_FIXTURES_DIR;
+#define VIDAX_REQUIRE_FIXTURE(path_var, name)                       \
+  const std::string path_var = ::vidax::testing::wan_fixture(name); \
+  if (path_var.empty())                                             \
+    GTEST_SKIP() << "fixture " << (name) << " not found under " << VIDAX_FIXTURES_DIR;
 
 // |a - b| <= atol + rtol * |b| elementwise, b the reference. Shapes must match. On failure the
 // message names `what`, the worst element (flat index), and the max abs error.

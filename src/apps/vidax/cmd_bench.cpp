@@ -2,13 +2,15 @@
 // weights; `vidax bench peak`: the machine's f32 FMA and bf16 dot-product peak.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
-#include <nlohmann/json.hpp>
 #include <omp.h>
+#include <nlohmann/json.hpp>
 
 #include "apps/vidax/commands.h"
+#include "core/profile.h"
 #include "kernels/cpu/peak.h"
 #include "models/wan/dit.h"
 #include "models/wan/dit_checkpoint.h"
@@ -21,7 +23,7 @@ namespace {
 struct BenchArgs {
   std::string model = "wan2.1-t2v-1.3b", weights, size = "416x240", precision = "bf16";
   int64_t frames = 17, context_tokens = 512, iters = 2, warmup = 1, timestep = 500;
-  bool json = false, no_peak = false;
+  bool json = false, no_peak = false, profile = false;
 };
 
 size_t peak_rss_bytes() {
@@ -58,17 +60,20 @@ void bench_dit(const BenchArgs& a) {
       throw_input_error("--model: unknown model '", a.model, "' (expected one of ", names, ")");
     }
     cfg = *preset;
-    weights = wan::random_dit_weights(cfg, p == wan::Precision::kBF16 ? DType::kBF16 : DType::kF32, 1234);
+    weights =
+        wan::random_dit_weights(cfg, p == wan::Precision::kBF16 ? DType::kBF16 : DType::kF32, 1234);
   }
   wan::WanDit model(cfg, weights, p);
   if (ck) ck->source().release_resident_pages();  // packed copies are all we need now
-  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
   const int64_t lat_f = (a.frames - 1) / 4 + 1, lat_h = height / 8, lat_w = width / 8;
   if (lat_h % cfg.patch[1] != 0 || lat_w % cfg.patch[2] != 0)
     throw_input_error("--size: latent ", lat_w, "x", lat_h, " is not divisible by the patch");
   wan::DitSample s;
-  s.x = torch_randn(1, Shape{cfg.in_dim - (cfg.kind == wan::DitKind::kI2V ? 20 : 0), lat_f, lat_h, lat_w});
+  s.x = torch_randn(
+      1, Shape{cfg.in_dim - (cfg.kind == wan::DitKind::kI2V ? 20 : 0), lat_f, lat_h, lat_w});
   if (cfg.kind == wan::DitKind::kI2V) {
     s.y = torch_randn(2, Shape{20, lat_f, lat_h, lat_w});
     s.clip_fea = torch_randn(3, Shape{1, 257, cfg.clip_dim});
@@ -78,6 +83,7 @@ void bench_dit(const BenchArgs& a) {
   const int64_t tokens = lat_f * lat_h * lat_w / cfg.patch_volume();
 
   for (int64_t i = 0; i < a.warmup; ++i) model.forward(s);
+  profile::set_enabled(a.profile);
   double total = 0, best = 1e30;
   for (int64_t i = 0; i < a.iters; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -86,12 +92,16 @@ void bench_dit(const BenchArgs& a) {
     total += dt;
     best = std::min(best, dt);
   }
+  profile::set_enabled(false);
   const double seconds = total / static_cast<double>(a.iters);
   const double flops = wan::WanDit::forward_flops(cfg, tokens, s.context.dim(0));
   const double gflops = flops / seconds * 1e-9;
   PeakFlops peak;
   if (!a.no_peak) peak = measure_peak_flops();
-  const double peak_ref = p == wan::Precision::kBF16 ? peak.bf16_gflops : peak.f32_gflops;
+  // The bf16 reference is the fastest bf16 unit the machine has: AMX tiles where present (what
+  // oneDNN's bf16 GEMMs run on), else AVX512_BF16 dot products.
+  const double bf16_peak = std::max(peak.bf16_gflops, peak.amx_bf16_gflops);
+  const double peak_ref = p == wan::Precision::kBF16 ? bf16_peak : peak.f32_gflops;
   nlohmann::json j = {{"model", a.weights.empty() ? a.model : a.weights},
                       {"precision", a.precision},
                       {"frames", a.frames},
@@ -106,8 +116,15 @@ void bench_dit(const BenchArgs& a) {
                       {"gflops_per_second", gflops},
                       {"peak_gflops", peak_ref},
                       {"peak_fraction", peak_ref > 0 ? gflops / peak_ref : 0.0},
+                      {"peak_avx512_bf16_gflops", peak.bf16_gflops},
+                      {"peak_amx_bf16_gflops", peak.amx_bf16_gflops},
+                      {"peak_f32_gflops", peak.f32_gflops},
                       {"weight_bytes", model.weight_bytes()},
                       {"peak_rss_bytes", peak_rss_bytes()}};
+  nlohmann::json phases = nlohmann::json::object();
+  for (const auto& [name, v] : profile::snapshot())
+    phases[name] = v.first / static_cast<double>(a.iters);
+  if (a.profile) j["seconds_per_forward_by_phase"] = phases;
   if (a.json) {
     std::printf("%s\n", j.dump().c_str());
     return;
@@ -119,11 +136,18 @@ void bench_dit(const BenchArgs& a) {
   std::printf("seconds per forward: %.3f (best %.3f, %lld iters after %lld warm-up)\n", seconds,
               best, static_cast<long long>(a.iters), static_cast<long long>(a.warmup));
   std::printf("work: %.1f GFLOP per forward -> %.1f GFLOP/s", flops * 1e-9, gflops);
-  if (peak_ref > 0) std::printf(" = %.0f%% of the measured %s peak (%.0f GFLOP/s)", 100 * gflops / peak_ref,
-                                a.precision.c_str(), peak_ref);
+  if (peak_ref > 0)
+    std::printf(" = %.0f%% of the measured %s peak (%.0f GFLOP/s)", 100 * gflops / peak_ref,
+                a.precision.c_str(), peak_ref);
   std::printf("\nweights: %.2f GiB packed; peak RSS %.2f GiB; load %.1f s\n",
               static_cast<double>(model.weight_bytes()) / (1 << 30),
               static_cast<double>(peak_rss_bytes()) / (1 << 30), load_s);
+  if (a.profile) {
+    std::printf("per forward, by phase:\n");
+    for (const auto& [name, v] : profile::snapshot())
+      std::printf("  %-16s %8.3f s  %5.1f%%\n", name.c_str(),
+                  v.first / static_cast<double>(a.iters), 100.0 * v.first / total);
+  }
 }
 
 }  // namespace
@@ -140,11 +164,14 @@ void register_bench(CLI::App& app) {
     cmd->add_option("--frames", a->frames, "video frames, 4k+1 (default 17)");
     cmd->add_option("--size", a->size, "WIDTHxHEIGHT in pixels (default 416x240)");
     cmd->add_option("--precision", a->precision, "fp32 | bf16 (default bf16)");
-    cmd->add_option("--context-tokens", a->context_tokens, "text tokens before padding (default 512)");
+    cmd->add_option("--context-tokens", a->context_tokens,
+                    "text tokens before padding (default 512)");
     cmd->add_option("--iters", a->iters, "timed forward passes (default 2)");
     cmd->add_option("--warmup", a->warmup, "untimed warm-up passes (default 1)");
     cmd->add_flag("--json", a->json, "print one JSON object");
     cmd->add_flag("--no-peak", a->no_peak, "skip the peak measurement");
+    cmd->add_flag("--profile", a->profile,
+                  "time each phase of the forward (GEMMs, attention, ...)");
     cmd->fallthrough();
     cmd->callback([=] { bench_dit(*a); });
   }
@@ -156,11 +183,18 @@ void register_bench(CLI::App& app) {
     cmd->callback([=] {
       const PeakFlops p = measure_peak_flops(0.5);
       if (*json) {
-        nlohmann::json j = {{"threads", p.threads}, {"f32_gflops", p.f32_gflops}, {"bf16_gflops", p.bf16_gflops}};
+        nlohmann::json j = {{"threads", p.threads},
+                            {"f32_gflops", p.f32_gflops},
+                            {"bf16_gflops", p.bf16_gflops},
+                            {"amx_bf16_gflops", p.amx_bf16_gflops}};
         std::printf("%s\n", j.dump().c_str());
       } else {
-        std::printf("threads %d\nf32 FMA peak:         %8.1f GFLOP/s (%s)\nbf16 dot-product peak: %7.1f GFLOP/s (%s)\n",
-                    p.threads, p.f32_gflops, p.f32_isa, p.bf16_gflops, p.bf16_isa);
+        std::printf(
+            "threads %d\nf32 FMA peak:         %8.1f GFLOP/s (%s)\nbf16 dot-product peak: %7.1f "
+            "GFLOP/s (%s)\n",
+            p.threads, p.f32_gflops, p.f32_isa, p.bf16_gflops, p.bf16_isa);
+        if (p.amx_bf16_gflops > 0)
+          std::printf("AMX bf16 tile peak:    %8.1f GFLOP/s (%s)\n", p.amx_bf16_gflops, p.amx_isa);
       }
     });
   }

@@ -36,9 +36,9 @@ void inspect(const std::string& path) {
   std::printf("file:        %s\n", path.c_str());
   std::printf("layout:      %s\n", wan::layout_name(ck.layout()).c_str());
   std::printf("model:       Wan DiT %s, %lld layers, dim %lld, %lld heads x %lld, ffn %lld\n",
-              c.kind_name().c_str(), static_cast<long long>(c.num_layers), static_cast<long long>(c.dim),
-              static_cast<long long>(c.num_heads), static_cast<long long>(c.head_dim()),
-              static_cast<long long>(c.ffn_dim));
+              c.kind_name().c_str(), static_cast<long long>(c.num_layers),
+              static_cast<long long>(c.dim), static_cast<long long>(c.num_heads),
+              static_cast<long long>(c.head_dim()), static_cast<long long>(c.ffn_dim));
   for (const auto& name : wan::dit_preset_names()) {
     auto p = wan::dit_preset(name);
     if (p && p->to_json() == c.to_json()) std::printf("preset:      %s\n", name.c_str());
@@ -48,7 +48,8 @@ void inspect(const std::string& path) {
   std::printf("tensors:     %zu, %lld parameters (%.3f B), %.1f MiB\n", src.names().size(),
               static_cast<long long>(params), static_cast<double>(params) * 1e-9,
               static_cast<double>(bytes) / (1 << 20));
-  std::printf("declared:    %lld parameters\n", static_cast<long long>(wan::dit_parameter_count(c)));
+  std::printf("declared:    %lld parameters\n",
+              static_cast<long long>(wan::dit_parameter_count(c)));
   std::printf("dtypes:\n");
   for (const auto& [d, v] : hist)
     std::printf("  %-8s %14lld params  %10.1f MiB\n", d.c_str(), static_cast<long long>(v.first),
@@ -65,7 +66,8 @@ void inspect(const std::string& path) {
 }  // namespace
 
 void register_inspect(CLI::App& app) {
-  auto* cmd = app.add_subcommand("inspect", "Describe a checkpoint: layout, model, config, dtypes, problems");
+  auto* cmd = app.add_subcommand("inspect",
+                                 "Describe a checkpoint: layout, model, config, dtypes, problems");
   auto path = std::make_shared<std::string>();
   cmd->add_option("path", *path, "checkpoint file, *.safetensors.index.json or folder")->required();
   cmd->fallthrough();

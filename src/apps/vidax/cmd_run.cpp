@@ -21,7 +21,8 @@ struct DitArgs {
 };
 
 void add_dit_args(CLI::App* cmd, DitArgs& a) {
-  cmd->add_option("--weights", a.weights, "DiT checkpoint: file, *.index.json or folder")->required();
+  cmd->add_option("--weights", a.weights, "DiT checkpoint: file, *.index.json or folder")
+      ->required();
   cmd->add_option("--config", a.config, "config.json overriding the checkpoint's own config");
   cmd->add_option("--precision", a.precision, "fp32 | bf16 (default fp32)");
 }
@@ -38,13 +39,15 @@ wan::WanDit load_dit(const DitArgs& a, wan::DitCheckpoint* out_ck = nullptr) {
   }
   auto ck = wan::DitCheckpoint::open(a.weights, override);
   ck.require_loadable();
-  wan::WanDit model(ck.config(), [&](const std::string& n) { return ck.get(n); }, p);
+  wan::WanDit model(
+      ck.config(), [&](const std::string& n) { return ck.get(n); }, p);
   if (out_ck) *out_ck = std::move(ck);
   return model;
 }
 
 Tensor require(const SafetensorsFile& f, const std::string& name, const std::string& what) {
-  if (!f.contains(name)) throw_input_error(f.path(), ": missing input tensor '", name, "' (", what, ")");
+  if (!f.contains(name))
+    throw_input_error(f.path(), ": missing input tensor '", name, "' (", what, ")");
   return f.tensor(name);
 }
 
@@ -63,25 +66,32 @@ void run_dit(const DitArgs& a, const std::string& in_path, const std::string& ou
   if (in.contains("x")) {
     suffixes.push_back("");
   } else {
-    for (int i = 0; in.contains("x." + std::to_string(i)); ++i) suffixes.push_back("." + std::to_string(i));
+    for (int i = 0; in.contains("x." + std::to_string(i)); ++i)
+      suffixes.push_back("." + std::to_string(i));
   }
-  if (suffixes.empty()) throw_input_error(in_path, ": missing input tensor 'x' [C, F, H, W] (or x.0, x.1, ...)");
+  if (suffixes.empty())
+    throw_input_error(in_path, ": missing input tensor 'x' [C, F, H, W] (or x.0, x.1, ...)");
   const Tensor t_all = require(in, "t", "timestep: [1], [B], [seq_len] or [B, seq_len]");
-  const int64_t seq_len = in.contains("seq_len") ? scalar_int(in.tensor("seq_len"), in_path + ": seq_len") : 0;
+  const int64_t seq_len =
+      in.contains("seq_len") ? scalar_int(in.tensor("seq_len"), in_path + ": seq_len") : 0;
   std::vector<std::pair<std::string, Tensor>> outputs;
   const int64_t batch = static_cast<int64_t>(suffixes.size());
   for (int64_t b = 0; b < batch; ++b) {
     const std::string& sfx = suffixes[static_cast<size_t>(b)];
     wan::DitSample s;
     s.x = in.tensor("x" + sfx);
-    s.context = require(in, in.contains("context" + sfx) ? "context" + sfx : "context", "text context [L, text_dim]");
-    if (in.contains("y" + sfx) || in.contains("y")) s.y = in.tensor(in.contains("y" + sfx) ? "y" + sfx : "y");
+    s.context = require(in, in.contains("context" + sfx) ? "context" + sfx : "context",
+                        "text context [L, text_dim]");
+    if (in.contains("y" + sfx) || in.contains("y"))
+      s.y = in.tensor(in.contains("y" + sfx) ? "y" + sfx : "y");
     if (in.contains("clip_fea" + sfx) || in.contains("clip_fea"))
       s.clip_fea = in.tensor(in.contains("clip_fea" + sfx) ? "clip_fea" + sfx : "clip_fea");
     // t: one value for all, one per sample [B], or per token [B, seq_len] / [seq_len].
     Tensor t = t_all.contiguous();
     if (t.rank() == 2) {
-      if (t.dim(0) != batch) throw_input_error(in_path, ": t has shape ", t.shape().str(), ", expected [", batch, ", seq_len]");
+      if (t.dim(0) != batch)
+        throw_input_error(in_path, ": t has shape ", t.shape().str(), ", expected [", batch,
+                          ", seq_len]");
       t = t.select(0, b).contiguous();
     } else if (t.rank() == 1 && t.dim(0) == batch && batch > 1) {
       t = t.slice(0, b, b + 1).contiguous();
@@ -100,16 +110,20 @@ void run_denoise(const DitArgs& a, const std::string& in_path, const std::string
   const Tensor context = require(in, "context", "text context [L, text_dim]");
   Tensor context_null;
   if (in.contains("context_null")) context_null = in.tensor("context_null");
-  const int64_t seq_len = in.contains("seq_len") ? scalar_int(in.tensor("seq_len"), in_path + ": seq_len") : 0;
+  const int64_t seq_len =
+      in.contains("seq_len") ? scalar_int(in.tensor("seq_len"), in_path + ": seq_len") : 0;
   wan::WanDit model = load_dit(a);
   std::vector<std::pair<std::string, Tensor>> outputs;
-  Tensor final_latent = denoise(model, noise, context, context_null, seq_len, opt, [&](const DenoiseStep& s) {
-    std::fprintf(stderr, "step %d/%d  t=%lld  %.2f s\n", s.index + 1, opt.steps,
-                 static_cast<long long>(s.timestep), s.seconds);
-    if (save_steps) outputs.emplace_back("step" + std::to_string(s.index) + ".latent", s.latent.clone());
-  });
+  Tensor final_latent =
+      denoise(model, noise, context, context_null, seq_len, opt, [&](const DenoiseStep& s) {
+        std::fprintf(stderr, "step %d/%d  t=%lld  %.2f s\n", s.index + 1, opt.steps,
+                     static_cast<long long>(s.timestep), s.seconds);
+        if (save_steps)
+          outputs.emplace_back("step" + std::to_string(s.index) + ".latent", s.latent.clone());
+      });
   outputs.emplace_back("final_latent", final_latent);
-  write_safetensors(out_path, outputs, {{"producer", "vidax run denoise"}, {"sampler", opt.sampler}});
+  write_safetensors(out_path, outputs,
+                    {{"producer", "vidax run denoise"}, {"sampler", opt.sampler}});
 }
 
 }  // namespace
@@ -120,7 +134,8 @@ void register_run(CLI::App& app) {
   run->fallthrough();
 
   {
-    auto* cmd = run->add_subcommand("dit", "One DiT forward pass: IN holds x, t, context, seq_len (+ y, clip_fea)");
+    auto* cmd = run->add_subcommand(
+        "dit", "One DiT forward pass: IN holds x, t, context, seq_len (+ y, clip_fea)");
     auto a = std::make_shared<DitArgs>();
     auto in = std::make_shared<std::string>(), out = std::make_shared<std::string>();
     add_dit_args(cmd, *a);
@@ -130,24 +145,28 @@ void register_run(CLI::App& app) {
     cmd->callback([=] { run_dit(*a, *in, *out); });
   }
   {
-    auto* cmd = run->add_subcommand("denoise", "The reference sampling loop with CFG from noise, context, context_null");
+    auto* cmd = run->add_subcommand(
+        "denoise", "The reference sampling loop with CFG from noise, context, context_null");
     auto a = std::make_shared<DitArgs>();
     auto in = std::make_shared<std::string>(), out = std::make_shared<std::string>();
     auto opt = std::make_shared<DenoiseOptions>();
     auto steps_out = std::make_shared<bool>(true);
     add_dit_args(cmd, *a);
-    cmd->add_option("--in", *in, "input tensors: noise, context, context_null, seq_len")->required();
+    cmd->add_option("--in", *in, "input tensors: noise, context, context_null, seq_len")
+        ->required();
     cmd->add_option("--out", *out, "output: final_latent and step<k>.latent")->required();
     cmd->add_option("--sampler", opt->sampler, "unipc | dpm++ | euler (default unipc)");
     cmd->add_option("--steps", opt->steps, "sampling steps (default 50)");
     cmd->add_option("--shift", opt->shift, "sigma shift (default 5.0)");
-    cmd->add_option("--guide-scale", opt->guide_scale, "classifier-free guidance scale (default 5.0)");
+    cmd->add_option("--guide-scale", opt->guide_scale,
+                    "classifier-free guidance scale (default 5.0)");
     cmd->add_flag("!--no-step-latents", *steps_out, "do not write step<k>.latent");
     cmd->fallthrough();
     cmd->callback([=] { run_denoise(*a, *in, *out, *opt, *steps_out); });
   }
   {
-    auto* cmd = run->add_subcommand("noise", "Seeded noise equal to torch.manual_seed(S); torch.randn(shape)");
+    auto* cmd = run->add_subcommand(
+        "noise", "Seeded noise equal to torch.manual_seed(S); torch.randn(shape)");
     auto seed = std::make_shared<int64_t>(0);
     auto shape = std::make_shared<std::string>(), out = std::make_shared<std::string>();
     cmd->add_option("--seed", *seed, "seed")->required();

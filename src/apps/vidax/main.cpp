@@ -16,7 +16,8 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
   size_t pos = 0;
   while (pos <= text.size()) {
     const size_t comma = text.find(',', pos);
-    const std::string part = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const std::string part =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     size_t used = 0;
     long long v = 0;
     try {
@@ -35,7 +36,8 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
 
 std::pair<int64_t, int64_t> parse_size(const std::string& text, const std::string& flag) {
   const size_t x = text.find('x');
-  if (x == std::string::npos) throw_input_error(flag, ": expected WIDTHxHEIGHT such as 832x480, got '", text, "'");
+  if (x == std::string::npos)
+    throw_input_error(flag, ": expected WIDTHxHEIGHT such as 832x480, got '", text, "'");
   const auto w = parse_int_list(text.substr(0, x), flag);
   const auto h = parse_int_list(text.substr(x + 1), flag);
   if (w.size() != 1 || h.size() != 1)

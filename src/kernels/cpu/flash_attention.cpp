@@ -8,9 +8,10 @@
 //   }
 // A task keeps, for each of its query rows, the running maximum m (log2 domain), the running
 // sum l and the unnormalised output O, and walks the key blocks:
-//   S = Q K^T              register-tiled (kR rows x kC vectors of keys), f32 accumulation
-//   m' = max(m, rowmax S)  alpha = 2^(m - m'), P = 2^(S - m'), l = alpha l + rowsum P
-//   O = alpha O + P V      register-tiled (kR rows x kC vectors of channels)
+//   S = Q K^T               register-tiled (kR rows x kC vectors of keys), f32 accumulation
+//   m' = max(m, rowmax S c) with c = scale * log2(e), so that the exponentials are powers of 2
+//   alpha = 2^(m - m'), P = 2^(S c - m'), l = alpha l + rowsum P
+//   O = alpha O + P V       register-tiled (kR rows x kC vectors of channels)
 // and finally writes O / l. Only a [block_q, kBlockK] tile of scores ever exists.
 // The AVX-512-only kernels (vdpbf16ps, AMX) live in flash_attention_x86-inl.h.
 
@@ -21,20 +22,17 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <string>
 #include <type_traits>
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/flash_attention.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
-#endif
-#if defined(__linux__)
-#include <sys/syscall.h>
-#include <unistd.h>
 #endif
 
 #undef HWY_TARGET_INCLUDE
@@ -77,53 +75,55 @@ struct Geometry {
   int64_t kpairs;  // channel pairs of packed bf16 K and Q: dpairs padded to 16 (one AMX tile)
 };
 
-inline bool cpu_has_avx512_bf16() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool has = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
-    return ((a >> 5) & 1u) != 0;  // CPUID.(EAX=7,ECX=1):EAX[5] = AVX512_BF16
-  }();
-  return has;
-#else
-  return false;
-#endif
+using ::vidax::amx_bf16_usable;
+using ::vidax::cpu_has_avx512_bf16;
+
+// Packed K/V buffer of the calling thread, kept from call to call: a denoising loop calls
+// attention with the same shapes thousands of times, and a fresh multi-megabyte allocation
+// would page-fault on every call. At most kPackBudgetBytes (or one head) per calling thread.
+inline float* packed_scratch(size_t floats) {
+  thread_local hwy::AlignedFreeUniquePtr<float[]> buffer;
+  thread_local size_t capacity = 0;
+  if (capacity < floats) {
+    buffer.reset();
+    capacity = 0;
+    buffer = hwy::AllocateAligned<float>(floats);
+    if (!buffer) throw std::bad_alloc();
+    capacity = floats;
+  }
+  return buffer.get();
 }
 
-// AMX-BF16 needs the CPU features and, on Linux, permission to use the large tile register
-// state (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA; process-wide, granted once).
-inline bool amx_bf16_usable() {
-#if defined(__x86_64__) && defined(__linux__)
-  static const bool ok = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    const bool tile = (d >> 24) & 1u, bf16 = (d >> 22) & 1u;  // EDX: AMX-TILE, AMX-BF16
-    if (!tile || !bf16 || !cpu_has_avx512_bf16()) return false;
-    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return ok;
-#else
-  return false;
-#endif
-}
+// The running state of query rows from some row on: views into a Scratch.
+struct RowState {
+  float* m;       // running maximum (log2 domain)
+  float* bm;      // maximum of the current key step
+  float* alpha;   // 2^(old m - new m)
+  float* lsum;    // partial row sums, one 16-float vector per row
+  float* o;       // unnormalised output, dv floats per row
+  int64_t width;  // keys per softmax step (row length of the score tiles)
+};
 
 // Per-thread working memory of one task; carved from one aligned allocation, every piece a
 // multiple of 16 floats so that all of them stay 64-byte aligned. `width` is the number of keys
 // per softmax step (the row length of the score tile), a multiple of 32. Score and P tiles come
 // twice, for kernels that overlap one step's softmax with the next step's products.
 struct Scratch {
-  Scratch(const Geometry& g, int64_t block_q, int64_t width) : width(width) {
+  Scratch(const Geometry& g, int64_t block_q, int64_t width) : width(width), dv(g.dv) {
     const int64_t bq = round_up(block_q, 16);
     const int64_t sizes[] = {bq * round_up(g.hd, 32),  // q rows (f32, or bf16 padded to kpairs)
                              2 * bq * width,           // scores, then P (f32)
                              2 * bq * width / 2,       // P as bf16
                              bq * g.dv,                // O
                              bq * 16,                  // partial row sums, one vector per row
-                             bq, bq, bq};              // m, block max, alpha
+                             bq,                       // m
+                             bq,                       // block max
+                             bq};                      // alpha
     int64_t total = 0;
     for (int64_t size : sizes) total += size;
     buffer = hwy::AllocateAligned<float>(static_cast<size_t>(total));
+    // Inside a parallel region, where an exception cannot propagate.
+    VIDAX_CHECK(buffer != nullptr, "attention: out of memory for ", total, " floats of scratch");
     float* p = buffer.get();
     float** slots[] = {&q, &s, &p16_storage, &o, &lsum, &m, &bm, &alpha};
     for (size_t i = 0; i < std::size(slots); ++i) {
@@ -132,13 +132,16 @@ struct Scratch {
     }
     s_stride = bq * width;
   }
+  RowState at(int64_t row) const {
+    return {m + row, bm + row, alpha + row, lsum + 16 * row, o + row * dv, width};
+  }
   uint16_t* q16() const { return reinterpret_cast<uint16_t*>(q); }
   float* scores(int64_t copy) const { return s + copy * s_stride; }
   uint16_t* p16(int64_t copy = 0) const {
     return reinterpret_cast<uint16_t*>(p16_storage) + copy * s_stride;
   }
 
-  int64_t width;
+  int64_t width, dv;
   int64_t s_stride = 0;
   hwy::AlignedFreeUniquePtr<float[]> buffer;
   float* q = nullptr;
@@ -160,6 +163,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using fa::Geometry;
 using fa::kBlockK;
+using fa::RowState;
 using fa::Scratch;
 
 using DF = hn::ScalableTag<float>;
@@ -173,9 +177,9 @@ constexpr int kR = 6;  // 6 rows x 4 vectors = 24 accumulators of the 32 zmm reg
 #define VIDAX_FA_AVX512 0
 constexpr int kR = 2;  // 8 accumulators: fits 16 registers with the operands
 #endif
-constexpr int kC = 4;                            // vectors per register-tile row
-constexpr int64_t kBlockQ = kR * (64 / kR);      // query rows per task (60 or 64)
-constexpr int64_t kLanes = hn::MaxLanes(DF());  // f32 lanes per vector
+constexpr int kC = 4;                                 // vectors per register-tile row
+constexpr int64_t kBlockQ = int64_t{kR} * (64 / kR);  // query rows per task (60 or 64)
+constexpr int64_t kLanes = hn::MaxLanes(DF());        // f32 lanes per vector
 
 // Calls f(std::integral_constant<int, n>()) for a run-time 1 <= n <= M, so that register tiles
 // can be instantiated for every remainder size.
@@ -197,9 +201,9 @@ constexpr float Exp2Coefficient(int k) {
 // 2^x for x <= 0 (scores minus their running maximum). Range reduction x = n + f with
 // n = round(x), |f| <= 1/2, then the Taylor polynomial of 2^f scaled by 2^n. Degree 7
 // (truncation error < 1e-8 relative) is accurate to about 1 ulp; degree 4 (< 5e-5) is plenty
-// where P is rounded to bf16 next. Results below 2^-126 flush to 0. x = -inf (a row's maximum
-// before its first block) gives 0 unless kFinite, which promises finite x and lets AVX-512 skip
-// the clamping: vscalefps scales by any 2^n, underflowing to 0 by itself.
+// where P is rounded to bf16 next. Results below 2^-126 flush to 0, and x = -inf (a row's
+// maximum before its first block) gives 0, unless kFinite: that promises finite x and lets
+// AVX-512 skip the clamping (vscalefps scales by any 2^n, underflowing gradually to 0).
 template <int kDegree = 7, bool kFinite = false>
 HWY_INLINE VF Exp2(DF df, VF x) {
   const VF lo = hn::Set(df, -126.0f);
@@ -215,8 +219,8 @@ HWY_INLINE VF Exp2(DF df, VF x) {
 #else
   // p is in [0.7, 1.5): adding n to its exponent field scales by 2^n; n >= -126 stays normal.
   const hn::RebindToSigned<DF> di;
-  const VF r = hn::BitCast(
-      df, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::ConvertTo(di, n))));
+  const VF r =
+      hn::BitCast(df, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::ConvertTo(di, n))));
 #endif
   return hn::IfThenZeroElse(hn::Lt(x, lo), r);
 }
@@ -226,8 +230,8 @@ HWY_INLINE VF Exp2(DF df, VF x) {
 // One key block of head h widened to f32: kt[c][j] = k[j][c] (transposed so that one vector
 // load gives one channel of consecutive keys). Keys past kv_valid are zero.
 template <class T>
-void PackKTransposed(const T* k, const AttentionDims& d, const Geometry& g, int64_t h,
-                     int64_t kb, float* kt) {
+void PackKTransposed(const T* k, const AttentionDims& d, const Geometry& g, int64_t h, int64_t kb,
+                     float* kt) {
   const int64_t j0 = kb * kBlockK, n = std::min(kBlockK, g.kv - j0);
   for (int64_t j = 0; j < kBlockK; ++j) {
     if (j < n) {
@@ -304,13 +308,13 @@ HWY_INLINE void PvTileF32(const float* HWY_RESTRICT p, const float* HWY_RESTRICT
 
 // ------------------------------------------------------------------------------ online softmax
 
-// Resets the statistics and the output accumulator of a task.
-HWY_INLINE void StartRows(int64_t rows, const Geometry& g, const Scratch& s) {
-  const int64_t padded = fa::round_up(rows, 16);
-  std::fill(s.m, s.m + padded, -std::numeric_limits<float>::infinity());
-  std::fill(s.bm, s.bm + padded, -std::numeric_limits<float>::infinity());
-  std::fill(s.lsum, s.lsum + rows * 16, 0.0f);
-  std::fill(s.o, s.o + rows * g.dv, 0.0f);
+// Resets the statistics and the output accumulator of a task's rows, and of the padding up to
+// `padded_rows` (a multiple of 16 lanes; padded rows can enter vector and tile operations).
+HWY_INLINE void StartRows(int64_t padded_rows, const Scratch& s) {
+  std::fill(s.m, s.m + padded_rows, -std::numeric_limits<float>::infinity());
+  std::fill(s.bm, s.bm + padded_rows, -std::numeric_limits<float>::infinity());
+  std::fill(s.lsum, s.lsum + padded_rows * 16, 0.0f);
+  std::fill(s.o, s.o + padded_rows * s.dv, 0.0f);
 }
 
 // Lanes [j0, j0 + kLanes) that hold keys < valid.
@@ -327,7 +331,7 @@ struct NoHook {
 // Row maxima of the scores in the log2 domain, t = s * c with c = scale * log2(e), over the
 // first `valid` keys of the s.width-wide tile `sb`, into bm: max(s) * c, or min(s) * c if c < 0.
 template <bool kPositive, class Hook>
-HWY_INLINE void RowMaxT(int64_t rows, int64_t valid, float c, const float* sb, const Scratch& s,
+HWY_INLINE void RowMaxT(int64_t rows, int64_t valid, float c, const float* sb, const RowState& s,
                         Hook& hook) {
   const DF df;
   const VF init = hn::Set(df, (kPositive ? -1.0f : 1.0f) * std::numeric_limits<float>::infinity());
@@ -346,7 +350,7 @@ HWY_INLINE void RowMaxT(int64_t rows, int64_t valid, float c, const float* sb, c
 }
 
 template <class Hook = NoHook>
-HWY_INLINE void RowMax(int64_t rows, int64_t valid, float c, const float* sb, const Scratch& s,
+HWY_INLINE void RowMax(int64_t rows, int64_t valid, float c, const float* sb, const RowState& s,
                        Hook&& hook = Hook()) {
   if (c >= 0) return RowMaxT<true>(rows, valid, c, sb, s, hook);
   RowMaxT<false>(rows, valid, c, sb, s, hook);
@@ -368,7 +372,7 @@ HWY_INLINE void UpdateRowMax(int64_t rows, float* HWY_RESTRICT m, const float* H
 
 // P = 2^(s c - m') in place (f32; 0 for keys >= valid), partial row sums l = alpha l + P kept
 // as one vector per row.
-HWY_INLINE void ExpRowsF32(int64_t rows, int64_t valid, float c, float* sb, const Scratch& s) {
+HWY_INLINE void ExpRowsF32(int64_t rows, int64_t valid, float c, float* sb, const RowState& s) {
   const DF df;
   const VF vc = hn::Set(df, c);
   for (int64_t i = 0; i < rows; ++i) {
@@ -386,7 +390,7 @@ HWY_INLINE void ExpRowsF32(int64_t rows, int64_t valid, float c, float* sb, cons
 }
 
 // out[i][c] = O[i][c] / l[i] for the task's rows.
-HWY_INLINE void FinishRows(int64_t rows, const Geometry& g, const Scratch& s, float* out,
+HWY_INLINE void FinishRows(int64_t rows, const Geometry& g, const RowState& s, float* out,
                            int64_t out_stride) {
   const DF df;
   for (int64_t i = 0; i < rows; ++i) {
@@ -405,20 +409,19 @@ HWY_INLINE void FinishRows(int64_t rows, const Geometry& g, const Scratch& s, fl
 
 // Runs pack(h, kb, k_dst, v_dst) for every key block and task(h, q0, rows, k_head, v_head,
 // scratch) for every (head, query block), over groups of heads. Packed blocks are k_block and
-// v_block 32-bit elements. Tasks cover block_q query rows; when `shrink`, fewer rows (multiples
-// of kR) are used if that is needed to give every thread a few tasks. Each thread's scratch
-// holds `width`-key score rows.
+// v_block 32-bit elements. Tasks cover block_q query rows, or fewer (multiples of min_block_q)
+// when that is needed to give every thread a few tasks. Each thread's scratch holds `width`-key
+// score rows.
 template <class Pack, class Task>
 void RunBlocked(const AttentionDims& d, const Geometry& g, int64_t k_block, int64_t v_block,
-                int64_t block_q, bool shrink, int64_t width, const Pack& pack, const Task& task) {
+                int64_t block_q, int64_t min_block_q, int64_t width, const Pack& pack,
+                const Task& task) {
   const int64_t head_elems = g.nkb * (k_block + v_block);
-  const int64_t group =
-      std::clamp<int64_t>(fa::kPackBudgetBytes / (head_elems * 4), 1, d.heads);
-  auto packed = hwy::AllocateAligned<float>(static_cast<size_t>(group * head_elems));
-  float* base = packed.get();
+  const int64_t group = std::clamp<int64_t>(fa::kPackBudgetBytes / (head_elems * 4), 1, d.heads);
+  float* base = fa::packed_scratch(static_cast<size_t>(group * head_elems));
   const int64_t threads = omp_get_max_threads();
-  while (shrink && block_q > kR && group * fa::ceil_div(d.q_len, block_q) < 4 * threads) {
-    block_q = std::max<int64_t>(kR, fa::round_up(block_q / 2, kR));
+  while (block_q > min_block_q && group * fa::ceil_div(d.q_len, block_q) < 4 * threads) {
+    block_q = std::max(min_block_q, fa::round_up(block_q / 2, min_block_q));
   }
   const int64_t nqb = fa::ceil_div(d.q_len, block_q);
   for (int64_t h0 = 0; h0 < d.heads; h0 += group) {
@@ -436,8 +439,7 @@ void RunBlocked(const AttentionDims& d, const Geometry& g, int64_t k_block, int6
       for (int64_t t = 0; t < hg * nqb; ++t) {
         const int64_t hl = t / nqb, q0 = (t % nqb) * block_q;
         const float* head = base + hl * head_elems;
-        task(h0 + hl, q0, std::min(block_q, d.q_len - q0), head, head + g.nkb * k_block,
-             scratch);
+        task(h0 + hl, q0, std::min(block_q, d.q_len - q0), head, head + g.nkb * k_block, scratch);
       }
     }
   }
@@ -453,7 +455,8 @@ void TaskWidened(const AttentionDims& d, const Geometry& g, const T* q, float* o
     const T* src = q + (q0 + i) * d.q_stride + h * hd;
     for (int64_t c = 0; c < hd; ++c) s.q[i * hd + c] = fa::to_f32(src[c]);
   }
-  StartRows(rows, g, s);
+  StartRows(fa::round_up(rows, 16), s);
+  const RowState st = s.at(0);
   const float c = static_cast<float>(static_cast<double>(d.scale) * fa::kLog2e);
   for (int64_t kb = 0; kb < g.nkb; ++kb) {
     const int64_t valid = std::min(kBlockK, g.kv - kb * kBlockK);
@@ -464,22 +467,22 @@ void TaskWidened(const AttentionDims& d, const Geometry& g, const T* q, float* o
         ScoreTileF32<decltype(nr)::value>(s.q + r0 * hd, hd, kt, hd, s.s + r0 * kBlockK);
       });
     }
-    RowMax(rows, valid, c, s.s, s);
+    RowMax(rows, valid, c, s.s, st);
     UpdateRowMax(rows, s.m, s.bm, s.alpha);
-    ExpRowsF32(rows, valid, c, s.s, s);
+    ExpRowsF32(rows, valid, c, s.s, st);
     for (int64_t r0 = 0; r0 < rows; r0 += kR) {
       with_count<kR>(std::min<int64_t>(kR, rows - r0), [&](auto nr) {
         for (int64_t c0 = 0; c0 < nvec; c0 += kC) {
           with_count<kC>(std::min<int64_t>(kC, nvec - c0), [&](auto nc) {
-            PvTileF32<decltype(nr)::value, decltype(nc)::value>(
-                s.s + r0 * kBlockK, s.alpha + r0, vb + c0 * kLanes, dv, valid,
-                s.o + r0 * dv + c0 * kLanes);
+            PvTileF32<decltype(nr)::value, decltype(nc)::value>(s.s + r0 * kBlockK, s.alpha + r0,
+                                                                vb + c0 * kLanes, dv, valid,
+                                                                s.o + r0 * dv + c0 * kLanes);
           });
         }
       });
     }
   }
-  FinishRows(rows, g, s, out + q0 * d.out_stride + h * hd, d.out_stride);
+  FinishRows(rows, g, st, out + q0 * d.out_stride + h * hd, d.out_stride);
 }
 
 #if VIDAX_FA_AVX512
@@ -490,7 +493,7 @@ template <class T>
 void FlashWidened(const T* q, const T* k, const T* v, float* out, const AttentionDims& d) {
   const Geometry g(d);
   RunBlocked(
-      d, g, g.hd * kBlockK, kBlockK * g.dv, kBlockQ, /*shrink=*/true, kBlockK,
+      d, g, g.hd * kBlockK, kBlockK * g.dv, kBlockQ, kR, kBlockK,
       [&](int64_t h, int64_t kb, float* kt, float* vp) {
 #if VIDAX_FA_AVX512
         PackKTransposedAvx512(k, d, g, h, kb, kt);
@@ -499,8 +502,9 @@ void FlashWidened(const T* q, const T* k, const T* v, float* out, const Attentio
 #endif
         PackV(v, d, g, h, kb, vp);
       },
-      [&](int64_t h, int64_t q0, int64_t rows, const float* kt, const float* vp,
-          const Scratch& s) { TaskWidened(d, g, q, out, h, q0, rows, kt, vp, s); });
+      [&](int64_t h, int64_t q0, int64_t rows, const float* kt, const float* vp, const Scratch& s) {
+        TaskWidened(d, g, q, out, h, q0, rows, kt, vp, s);
+      });
 }
 
 // Kernel ids as ints (AttentionBf16Kernel) so that the exported functions stay plain.
@@ -523,8 +527,7 @@ int AutoBf16Kernel() {
                               : AttentionBf16Kernel::kWidened);
 }
 
-void FlashF32(const float* q, const float* k, const float* v, float* out,
-              const AttentionDims& d) {
+void FlashF32(const float* q, const float* k, const float* v, float* out, const AttentionDims& d) {
   FlashWidened(q, k, v, out, d);
 }
 

@@ -8,9 +8,11 @@
 // Accumulation and softmax statistics are always f32. See docs/kernels.md for the algorithm,
 // tiling and precision notes.
 //
-// Thread-safety: the functions are re-entrant. Each call parallelises internally with OpenMP
-// (`omp parallel for` over heads x query blocks; it never starts threads of its own), so calling
-// it from inside another OpenMP parallel region runs it on that thread only.
+// Thread-safety: the functions are re-entrant and may be called from several threads at once.
+// Each call parallelises internally with OpenMP (`omp parallel for` over heads x query blocks;
+// no threads of its own), so inside another parallel region it runs on the calling thread
+// unless nested parallelism is enabled. Each calling thread keeps its packed K/V buffer (at
+// most 128 MiB, or one head if that is larger) between calls to avoid re-faulting it in.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +23,10 @@
 namespace vidax {
 
 struct AttentionDims {
-  int64_t q_len;     // query tokens
-  int64_t kv_len;    // key/value tokens present in memory
-  int64_t kv_valid;  // keys/values at positions >= kv_valid are excluded (padding); 0 < kv_valid <= kv_len
+  int64_t q_len;   // query tokens
+  int64_t kv_len;  // key/value tokens present in memory
+  // Keys/values at positions >= kv_valid are excluded (padding); 0 < kv_valid <= kv_len.
+  int64_t kv_valid;
   int64_t heads;
   int64_t head_dim;  // any value >= 1 (Wan uses 128)
   // Elements between consecutive tokens (rows); head h lives at offset h*head_dim within a row.

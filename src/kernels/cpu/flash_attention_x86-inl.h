@@ -2,8 +2,16 @@
 // (AVX512-BF16) kernel and the AMX-BF16 kernel. Included by flash_attention.cpp inside
 // namespace vidax::HWY_NAMESPACE when compiling the AVX3 targets, once per such target, hence
 // no include guard; it uses that file's helpers (Exp2, the softmax steps, RunBlocked). The
-// bf16 and AMX functions are compiled with the extra ISA extensions enabled and are only called
-// after the run-time checks in fa::cpu_has_avx512_bf16 / fa::amx_bf16_usable.
+// functions marked VIDAX_FA_BF16 / VIDAX_FA_AMX are compiled with those ISA extensions added to
+// the target's and are only called after the run-time checks in fa::cpu_has_avx512_bf16 /
+// fa::amx_bf16_usable. Lambdas do not inherit such attributes (GCC and clang alike), so no
+// lambda here uses a bf16 or AMX intrinsic directly, and functions that lambdas call are not
+// force-inlined.
+
+#undef VIDAX_FA_BF16
+#undef VIDAX_FA_AMX
+#define VIDAX_FA_BF16 __attribute__((target(HWY_TARGET_STR ",avx512bf16")))
+#define VIDAX_FA_AMX __attribute__((target(HWY_TARGET_STR ",avx512bf16,amx-tile,amx-bf16")))
 
 // ------------------------------------------------------------------------------ packing
 // bf16 "pair" (VNNI) layouts, the operands of vdpbf16ps and of the AMX B tiles: two bf16 in one
@@ -77,9 +85,9 @@ void PackKTransposedAvx512(const T* k, const AttentionDims& d, const Geometry& g
       const int64_t nc = std::min<int64_t>(16, g.hd - c0);
       __m512i r[16];
       for (int64_t i = 0; i < 16; ++i) {
-        r[i] = jb + i < n ? LoadRow16(k + (j0 + jb + i) * d.k_stride + h * g.hd + c0,
-                                      FirstLanes16(nc))
-                          : _mm512_setzero_si512();
+        r[i] = jb + i < n
+                   ? LoadRow16(k + (j0 + jb + i) * d.k_stride + h * g.hd + c0, FirstLanes16(nc))
+                   : _mm512_setzero_si512();
       }
       Transpose16x16(r);
       for (int64_t p = 0; p < nc; ++p) _mm512_store_si512(kt + (c0 + p) * kBlockK + jb, r[p]);
@@ -97,10 +105,9 @@ void PackKPairsAvx512(const BFloat16* k, const AttentionDims& d, const Geometry&
       const __mmask32 mask = nc >= 32 ? ~__mmask32(0) : __mmask32((1u << nc) - 1);
       __m512i r[16];
       for (int64_t i = 0; i < 16; ++i) {
-        r[i] = jb + i < n && nc > 0
-                   ? _mm512_maskz_loadu_epi16(mask, k + (j0 + jb + i) * d.k_stride +
-                                                        h * g.hd + 2 * pb)
-                   : _mm512_setzero_si512();
+        r[i] = jb + i < n && nc > 0 ? _mm512_maskz_loadu_epi16(
+                                          mask, k + (j0 + jb + i) * d.k_stride + h * g.hd + 2 * pb)
+                                    : _mm512_setzero_si512();
       }
       Transpose16x16(r);
       for (int64_t p = 0; p < 16; ++p) _mm512_store_si512(kp + (pb + p) * kBlockK + jb, r[p]);
@@ -140,24 +147,21 @@ HWY_INLINE void LoadQueryBf16(const AttentionDims& d, const Geometry& g, const B
 
 template <class Task>
 void RunPairs(const BFloat16* k, const BFloat16* v, const AttentionDims& d, const Geometry& g,
-              int64_t block_q, bool shrink, int64_t width, const Task& task) {
+              int64_t block_q, int64_t min_block_q, int64_t width, const Task& task) {
   RunBlocked(
-      d, g, g.kpairs * kBlockK, (kBlockK / 2) * g.dv, block_q, shrink, width,
+      d, g, g.kpairs * kBlockK, (kBlockK / 2) * g.dv, block_q, min_block_q, width,
       [&](int64_t h, int64_t kb, float* kp, float* vp) {
         PackKPairsAvx512(k, d, g, h, kb, reinterpret_cast<uint32_t*>(kp));
         PackVPairsAvx512(v, d, g, h, kb, reinterpret_cast<uint32_t*>(vp));
       },
-      [&](int64_t h, int64_t q0, int64_t rows, const float* kp, const float* vp,
-          const Scratch& s) {
+      [&](int64_t h, int64_t q0, int64_t rows, const float* kp, const float* vp, const Scratch& s) {
         task(h, q0, rows, reinterpret_cast<const uint32_t*>(kp),
              reinterpret_cast<const uint32_t*>(vp), s);
       });
 }
 
 // ------------------------------------------------------------------- AVX512-BF16 (vdpbf16ps)
-HWY_PUSH_ATTRIBUTES(HWY_TARGET_STR ",avx512bf16")
-
-inline __m512 Dot2(__m512 acc, __m512i a, __m512i b) {
+VIDAX_FA_BF16 HWY_INLINE __m512 Dot2(__m512 acc, __m512i a, __m512i b) {
   return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
 }
 
@@ -166,8 +170,8 @@ inline __m512 Dot2(__m512 acc, __m512i a, __m512i b) {
 // weights applied to V are exactly the ones that l normalises. P is rounded anyway, so a
 // degree-4 exp suffices.
 template <class Hook = NoHook>
-HWY_INLINE void ExpRowsBf16(int64_t rows, int64_t valid, float c, const float* sb,
-                            uint16_t* pb16, const Scratch& s, Hook&& hook = Hook()) {
+VIDAX_FA_BF16 HWY_INLINE void ExpRowsBf16(int64_t rows, int64_t valid, float c, const float* sb,
+                                          uint16_t* pb16, const RowState& s, Hook&& hook = Hook()) {
   const DF df;
   const __m512 vc = _mm512_set1_ps(c);
   const __m512i ones = _mm512_set1_epi16(0x3F80);  // bf16 1.0
@@ -192,9 +196,9 @@ HWY_INLINE void ExpRowsBf16(int64_t rows, int64_t valid, float c, const float* s
 
 // S[r][j] = sum_p Qpair[r][p] . Kpair[p][j]: each step multiplies two channels at once.
 template <int R>
-HWY_INLINE void ScoreTileBf16(const uint32_t* HWY_RESTRICT q, int64_t q_ld,
-                              const uint32_t* HWY_RESTRICT kp, int64_t dpairs,
-                              float* HWY_RESTRICT s) {
+VIDAX_FA_BF16 void ScoreTileBf16(const uint32_t* HWY_RESTRICT q, int64_t q_ld,
+                                 const uint32_t* HWY_RESTRICT kp, int64_t dpairs,
+                                 float* HWY_RESTRICT s) {
   __m512 acc[R][4];
   for (int r = 0; r < R; ++r) {
     for (int i = 0; i < 4; ++i) acc[r][i] = _mm512_setzero_ps();
@@ -214,9 +218,9 @@ HWY_INLINE void ScoreTileBf16(const uint32_t* HWY_RESTRICT q, int64_t q_ld,
 
 // O[r][:] = alpha[r] O[r][:] + sum_m Ppair[r][m] . Vpair[m][:] over C vectors of channels.
 template <int R, int C>
-HWY_INLINE void PvTileBf16(const uint32_t* HWY_RESTRICT p, const float* HWY_RESTRICT alpha,
-                           const uint32_t* HWY_RESTRICT vp, int64_t dv, int64_t npairs,
-                           float* HWY_RESTRICT o) {
+VIDAX_FA_BF16 void PvTileBf16(const uint32_t* HWY_RESTRICT p, const float* HWY_RESTRICT alpha,
+                              const uint32_t* HWY_RESTRICT vp, int64_t dv, int64_t npairs,
+                              float* HWY_RESTRICT o) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r) {
     const __m512 a = _mm512_set1_ps(alpha[r]);
@@ -235,14 +239,15 @@ HWY_INLINE void PvTileBf16(const uint32_t* HWY_RESTRICT p, const float* HWY_REST
   }
 }
 
-void TaskDpBf16(const AttentionDims& d, const Geometry& g, const BFloat16* q, float* out,
-                int64_t h, int64_t q0, int64_t rows, const uint32_t* kp_head,
-                const uint32_t* vp_head, const Scratch& s) {
+VIDAX_FA_BF16 void TaskDpBf16(const AttentionDims& d, const Geometry& g, const BFloat16* q,
+                              float* out, int64_t h, int64_t q0, int64_t rows,
+                              const uint32_t* kp_head, const uint32_t* vp_head, const Scratch& s) {
   const int64_t dv = g.dv, nvec = dv / 16, q_ld = g.kpairs;
   LoadQueryBf16(d, g, q, h, q0, rows, rows, s.q16());
   const auto* qp = reinterpret_cast<const uint32_t*>(s.q16());
   const auto* p32 = reinterpret_cast<const uint32_t*>(s.p16());
-  StartRows(rows, g, s);
+  StartRows(fa::round_up(rows, 16), s);
+  const RowState st = s.at(0);
   const float c = static_cast<float>(static_cast<double>(d.scale) * fa::kLog2e);
   for (int64_t kb = 0; kb < g.nkb; ++kb) {
     const int64_t valid = std::min(kBlockK, g.kv - kb * kBlockK);
@@ -250,49 +255,45 @@ void TaskDpBf16(const AttentionDims& d, const Geometry& g, const BFloat16* q, fl
     const uint32_t* vb = vp_head + kb * (kBlockK / 2) * dv;
     for (int64_t r0 = 0; r0 < rows; r0 += kR) {
       with_count<kR>(std::min<int64_t>(kR, rows - r0), [&](auto nr) {
-        ScoreTileBf16<decltype(nr)::value>(qp + r0 * q_ld, q_ld, kp, g.dpairs,
-                                           s.s + r0 * kBlockK);
+        ScoreTileBf16<decltype(nr)::value>(qp + r0 * q_ld, q_ld, kp, g.dpairs, s.s + r0 * kBlockK);
       });
     }
-    RowMax(rows, valid, c, s.s, s);
+    RowMax(rows, valid, c, s.s, st);
     UpdateRowMax(rows, s.m, s.bm, s.alpha);
-    ExpRowsBf16(rows, valid, c, s.s, s.p16(), s);
+    ExpRowsBf16(rows, valid, c, s.s, s.p16(), st);
     const int64_t npairs = fa::ceil_div(valid, 2);
     for (int64_t r0 = 0; r0 < rows; r0 += kR) {
       with_count<kR>(std::min<int64_t>(kR, rows - r0), [&](auto nr) {
         for (int64_t c0 = 0; c0 < nvec; c0 += kC) {
           with_count<kC>(std::min<int64_t>(kC, nvec - c0), [&](auto nc) {
-            PvTileBf16<decltype(nr)::value, decltype(nc)::value>(
-                p32 + r0 * (kBlockK / 2), s.alpha + r0, vb + c0 * 16, dv, npairs,
-                s.o + r0 * dv + c0 * 16);
+            PvTileBf16<decltype(nr)::value, decltype(nc)::value>(p32 + r0 * (kBlockK / 2),
+                                                                 s.alpha + r0, vb + c0 * 16, dv,
+                                                                 npairs, s.o + r0 * dv + c0 * 16);
           });
         }
       });
     }
   }
-  FinishRows(rows, g, s, out + q0 * d.out_stride + h * g.hd, d.out_stride);
+  FinishRows(rows, g, st, out + q0 * d.out_stride + h * g.hd, d.out_stride);
 }
 
 void FlashDpBf16(const BFloat16* q, const BFloat16* k, const BFloat16* v, float* out,
                  const AttentionDims& d) {
   const Geometry g(d);
-  RunPairs(k, v, d, g, kBlockQ, /*shrink=*/true, kBlockK,
+  RunPairs(k, v, d, g, kBlockQ, kR, kBlockK,
            [&](int64_t h, int64_t q0, int64_t rows, const uint32_t* kp, const uint32_t* vp,
                const Scratch& s) { TaskDpBf16(d, g, q, out, h, q0, rows, kp, vp, s); });
 }
 
-HWY_POP_ATTRIBUTES
-
 // ------------------------------------------------------------------------------ AMX-BF16
 // The two matrix products run on the AMX tile unit (tdpbf16ps: a 16x32 bf16 tile times a 32x16
 // bf16 tile in pair layout, accumulated into a 16x16 f32 tile), the online softmax on AVX-512
-// in between. A task covers kAmxRows = 32 query rows (two row tiles, zero-padded) so that each
+// in between. Rows go in groups of kAmxRows = 32 (two row tiles, zero-padded) so that each
 // loaded K or V tile feeds two products; the product loops keep four independent accumulator
 // tiles in flight to cover the tdpbf16ps latency. Each softmax step takes kAmxKeys = 128 keys
 // (two packed blocks), which halves the O tile loads/stores and the per-row softmax overhead.
-HWY_PUSH_ATTRIBUTES(HWY_TARGET_STR ",avx512bf16,amx-tile,amx-bf16")
-
-constexpr int64_t kAmxRows = 32;
+constexpr int64_t kAmxRows = 32;   // query rows of one group (two row tiles)
+constexpr int64_t kAmxGroups = 2;  // groups per task
 constexpr int64_t kAmxKeys = 2 * kBlockK;
 
 // The tile load/store intrinsics are asm statements without memory operands, so the compiler
@@ -341,16 +342,16 @@ class AmxWork {
     pv_next_ = 0;
   }
   int64_t remaining() const { return (pv_end_ - pv_next_) + (qk_end_ - qk_next_); }
-  HWY_INLINE void Step() {
+  VIDAX_FA_AMX void Step() {
     if (pv_next_ < pv_end_) return StepPv(pv_next_++);
     if (qk_next_ < qk_end_) StepScores(qk_next_++);
   }
-  void Drain() {
+  VIDAX_FA_AMX void Drain() {
     while (remaining() > 0) Step();
   }
 
  private:
-  HWY_INLINE void StepScores(int64_t i) {
+  VIDAX_FA_AMX HWY_INLINE void StepScores(int64_t i) {
     const int64_t per_half = dq_ / 32, step = i % per_half, half = (i / per_half) % 2;
     const int64_t block = i / (2 * per_half);
     if (step == 0) {
@@ -380,9 +381,9 @@ class AmxWork {
     }
   }
 
-  HWY_INLINE void StepPv(int64_t i) {
+  VIDAX_FA_AMX HWY_INLINE void StepPv(int64_t i) {
     const int64_t half = i % nhalves_, c0 = 32 * (i / nhalves_);
-    const bool pair = c0 + 32 <= dv_;  // else one last 16-channel group
+    const bool pair = c0 + 32 <= dv_;                // else one last 16-channel group
     const long p_ld = kAmxKeys * 2, o_ld = dv_ * 4;  // bytes
     const int64_t row16 = 16 * dv_;                  // O / V offset of 16 rows (V: 32 keys)
     float* oc = o_ + c0;
@@ -440,66 +441,77 @@ HWY_INLINE void RescaleRows(int64_t rows, const float* alpha, float* o, int64_t 
 }
 
 // Software pipeline over key steps t (kAmxKeys keys each): while the vector units compute the
-// softmax of step t, the tile unit computes P.V of step t-1 and the scores of step t+1 (double
-// buffered S and P). O is rescaled for step t once P.V of step t-1 is in.
-void TaskAmx(const AttentionDims& d, const Geometry& g, const BFloat16* q, float* out, int64_t h,
-             int64_t q0, int64_t rows, const uint32_t* kp_head, const uint32_t* vp_head,
-             const Scratch& s) {
+// softmax of step t for one group of 32 rows, the tile unit computes that group's P.V of step
+// t-1 and its scores of step t+1 (double-buffered S and P). O is rescaled for step t once P.V of
+// step t-1 is in. A task holds up to kAmxGroups groups that take turns on each key step, so a
+// key step's K and V tiles are read from memory once and then from cache.
+VIDAX_FA_AMX void TaskAmx(const AttentionDims& d, const Geometry& g, const BFloat16* q, float* out,
+                          int64_t h, int64_t q0, int64_t rows, const uint32_t* kp_head,
+                          const uint32_t* vp_head, const Scratch& s) {
   const int64_t dv = g.dv, dq = 2 * g.kpairs, steps = fa::ceil_div(g.nkb, 2);
-  LoadQueryBf16(d, g, q, h, q0, rows, kAmxRows, s.q16());
-  StartRows(rows, g, s);
-  std::fill(s.o, s.o + kAmxRows * dv, 0.0f);  // padded rows enter the tiles too: keep them 0
+  const int64_t groups = fa::ceil_div(rows, kAmxRows);
+  LoadQueryBf16(d, g, q, h, q0, rows, groups * kAmxRows, s.q16());
+  StartRows(groups * kAmxRows, s);  // padded rows enter the tiles too: keep them 0
   std::fill(s.p16(0), s.p16(0) + 2 * s.s_stride, uint16_t{0});
   const float c = static_cast<float>(static_cast<double>(d.scale) * fa::kLog2e);
   auto valid_keys = [&](int64_t t) { return std::min(kAmxKeys, g.kv - t * kAmxKeys); };
-  auto add_scores = [&](AmxWork& work, int64_t t) {
-    work.AddScores(s.q16(), dq, kp_head + 2 * t * g.kpairs * kBlockK,
-                   std::min<int64_t>(2, g.nkb - 2 * t), s.scores(t % 2));
+  auto add_scores = [&](AmxWork& work, int64_t grp, int64_t t) {
+    work.AddScores(s.q16() + grp * kAmxRows * dq, dq, kp_head + 2 * t * g.kpairs * kBlockK,
+                   std::min<int64_t>(2, g.nkb - 2 * t),
+                   s.scores(t % 2) + grp * kAmxRows * kAmxKeys);
   };
-  auto add_pv = [&](AmxWork& work, int64_t t) {
-    work.AddPv(s.p16(t % 2), vp_head + t * (kAmxKeys / 2) * dv, dv,
-               fa::ceil_div(valid_keys(t), 32), s.o);
+  auto add_pv = [&](AmxWork& work, int64_t grp, int64_t t) {
+    work.AddPv(s.p16(t % 2) + grp * kAmxRows * kAmxKeys, vp_head + t * (kAmxKeys / 2) * dv, dv,
+               fa::ceil_div(valid_keys(t), 32), s.o + grp * kAmxRows * dv);
   };
   const AmxTileConfig config;
   AmxWork work;
   VIDAX_FA_COMPILER_BARRIER();
   _tile_loadconfig(&config);
-  add_scores(work, 0);
-  work.Drain();
-  for (int64_t t = 0; t < steps; ++t) {
-    VIDAX_FA_COMPILER_BARRIER();
-    if (t > 0) add_pv(work, t - 1);
-    if (t + 1 < steps) add_scores(work, t + 1);
-    // Spread the tile work evenly over the 2 * rows softmax rows.
-    const int64_t total = work.remaining(), calls = 2 * rows;
-    int64_t call = 0, issued = 0;
-    auto hook = [&] {
-      const int64_t due = (++call * total + calls - 1) / calls;
-      for (; issued < due; ++issued) work.Step();
-    };
-    const int64_t valid = valid_keys(t);
-    RowMax(rows, valid, c, s.scores(t % 2), s, hook);
-    UpdateRowMax(rows, s.m, s.bm, s.alpha);
-    ExpRowsBf16(rows, valid, c, s.scores(t % 2), s.p16(t % 2), s, hook);
+  for (int64_t grp = 0; grp < groups; ++grp) {
+    add_scores(work, grp, 0);
     work.Drain();
+  }
+  for (int64_t t = 0; t < steps; ++t) {
+    const int64_t valid = valid_keys(t);
+    for (int64_t grp = 0; grp < groups; ++grp) {
+      const int64_t n = std::min(kAmxRows, rows - grp * kAmxRows);
+      const RowState st = s.at(grp * kAmxRows);
+      const float* sb = s.scores(t % 2) + grp * kAmxRows * kAmxKeys;
+      VIDAX_FA_COMPILER_BARRIER();
+      if (t > 0) add_pv(work, grp, t - 1);
+      if (t + 1 < steps) add_scores(work, grp, t + 1);
+      // Spread the tile work evenly over the 2 n rows of the softmax.
+      const int64_t total = work.remaining(), calls = 2 * n;
+      int64_t call = 0, issued = 0;
+      auto hook = [&] {
+        const int64_t due = (++call * total + calls - 1) / calls;
+        for (; issued < due; ++issued) work.Step();
+      };
+      RowMax(n, valid, c, sb, st, hook);
+      UpdateRowMax(n, st.m, st.bm, st.alpha);
+      ExpRowsBf16(n, valid, c, sb, s.p16(t % 2) + grp * kAmxRows * kAmxKeys, st, hook);
+      work.Drain();
+      VIDAX_FA_COMPILER_BARRIER();
+      RescaleRows(n, st.alpha, st.o, dv);
+    }
+  }
+  for (int64_t grp = 0; grp < groups; ++grp) {
     VIDAX_FA_COMPILER_BARRIER();
-    RescaleRows(rows, s.alpha, s.o, dv);
+    add_pv(work, grp, steps - 1);
+    work.Drain();
   }
   VIDAX_FA_COMPILER_BARRIER();
-  add_pv(work, steps - 1);
-  work.Drain();
-  VIDAX_FA_COMPILER_BARRIER();
   _tile_release();
-  FinishRows(rows, g, s, out + q0 * d.out_stride + h * g.hd, d.out_stride);
+  FinishRows(rows, g, s.at(0), out + q0 * d.out_stride + h * g.hd, d.out_stride);
 }
 
 void FlashAmx(const BFloat16* q, const BFloat16* k, const BFloat16* v, float* out,
               const AttentionDims& d) {
   const Geometry g(d);
-  RunPairs(k, v, d, g, kAmxRows, /*shrink=*/false, kAmxKeys,
+  RunPairs(k, v, d, g, kAmxGroups * kAmxRows, kAmxRows, kAmxKeys,
            [&](int64_t h, int64_t q0, int64_t rows, const uint32_t* kp, const uint32_t* vp,
                const Scratch& s) { TaskAmx(d, g, q, out, h, q0, rows, kp, vp, s); });
 }
 
 #undef VIDAX_FA_COMPILER_BARRIER
-HWY_POP_ATTRIBUTES

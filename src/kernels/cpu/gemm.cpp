@@ -18,9 +18,12 @@ dnnl::engine& cpu_engine() {
 
 memory::data_type to_dnnl(DType d) {
   switch (d) {
-    case DType::kF32: return memory::data_type::f32;
-    case DType::kBF16: return memory::data_type::bf16;
-    default: VIDAX_CHECK(false, "GEMM compute dtype must be F32 or BF16, got ", dtype_name(d));
+    case DType::kF32:
+      return memory::data_type::f32;
+    case DType::kBF16:
+      return memory::data_type::bf16;
+    default:
+      VIDAX_CHECK(false, "GEMM compute dtype must be F32 or BF16, got ", dtype_name(d));
   }
   return memory::data_type::undef;
 }
@@ -39,15 +42,16 @@ struct PackedLinear::Impl {
     dnnl::matmul prim;
   };
   mutable std::mutex mu;
-  mutable std::map<int64_t, Entry> cache;
+  mutable std::map<std::pair<int64_t, bool>, Entry> cache;  // (M, bf16 output)
 
   memory::desc weight_desc_any() const {
     return memory::desc({k, n}, to_dnnl(compute), memory::format_tag::any);
   }
 
-  dnnl::matmul::primitive_desc make_pd(int64_t m) const {
+  dnnl::matmul::primitive_desc make_pd(int64_t m, bool bf16_out = false) const {
     memory::desc src({m, k}, to_dnnl(compute), memory::format_tag::ab);
-    memory::desc dst({m, n}, memory::data_type::f32, memory::format_tag::ab);
+    memory::desc dst({m, n}, bf16_out ? memory::data_type::bf16 : memory::data_type::f32,
+                     memory::format_tag::ab);
     memory::desc wei = packed ? packed_desc : weight_desc_any();
     dnnl::primitive_attr attr;
     if (epilogue != GemmEpilogue::kNone) {
@@ -109,25 +113,32 @@ int64_t PackedLinear::out_features() const { return impl_->n; }
 DType PackedLinear::compute_dtype() const { return impl_->compute; }
 size_t PackedLinear::packed_bytes() const { return impl_->packed_desc.get_size(); }
 
-void PackedLinear::forward(const void* x, int64_t m, float* y) const {
+void PackedLinear::forward(const void* x, int64_t m, float* y) const { run(x, m, y, false); }
+
+void PackedLinear::forward_bf16_out(const void* x, int64_t m, BFloat16* y) const {
+  run(x, m, y, true);
+}
+
+void PackedLinear::run(const void* x, int64_t m, void* y, bool bf16_out) const {
   VIDAX_CHECK(impl_ != nullptr, "forward on an empty PackedLinear");
   if (m == 0) return;
   Impl& im = *impl_;
   dnnl::matmul prim;
   {
     std::lock_guard<std::mutex> lock(im.mu);
-    auto it = im.cache.find(m);
+    auto it = im.cache.find({m, bf16_out});
     if (it == im.cache.end()) {
-      auto pd = im.make_pd(m);
+      auto pd = im.make_pd(m, bf16_out);
       // make_pd fixes the weight layout to packed_desc; oneDNN refuses (throws) if it cannot
       // run with it, which would be a bug in our assumption above.
       VIDAX_CHECK(pd.weights_desc() == im.packed_desc, "oneDNN wants another weight layout");
-      it = im.cache.emplace(m, Impl::Entry{dnnl::matmul(pd)}).first;
+      it = im.cache.emplace(std::make_pair(m, bf16_out), Impl::Entry{dnnl::matmul(pd)}).first;
     }
     prim = it->second.prim;
   }
   memory::desc src_d({m, im.k}, to_dnnl(im.compute), memory::format_tag::ab);
-  memory::desc dst_d({m, im.n}, memory::data_type::f32, memory::format_tag::ab);
+  memory::desc dst_d({m, im.n}, bf16_out ? memory::data_type::bf16 : memory::data_type::f32,
+                     memory::format_tag::ab);
   memory src(src_d, cpu_engine(), const_cast<void*>(x));
   memory wei(im.packed_desc, cpu_engine(), im.packed->data());
   memory dst(dst_d, cpu_engine(), y);

@@ -38,10 +38,14 @@ class PackedLinear {
 
   // x: [M, K] contiguous, f32 when compute is F32, BFloat16 when compute is BF16. y: [M, N] f32.
   void forward(const void* x, int64_t m, float* y) const;
+  // Same, writing y as bf16 (rounded once from the f32 accumulators, after the epilogue): for
+  // outputs that only feed another bf16 GEMM, e.g. the FFN hidden layer.
+  void forward_bf16_out(const void* x, int64_t m, BFloat16* y) const;
   // Convenience: x any float dtype [M, K] (converted if needed) -> new F32 [M, N].
   Tensor operator()(const Tensor& x) const;
 
  private:
+  void run(const void* x, int64_t m, void* y, bool bf16_out) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

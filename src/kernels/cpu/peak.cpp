@@ -1,5 +1,7 @@
 #include "kernels/cpu/peak.h"
 
+#include "kernels/cpu/cpu_features.h"
+
 #include <immintrin.h>
 #include <omp.h>
 
@@ -49,6 +51,44 @@ __attribute__((target("avx512f,avx512bf16"))) double bf16_dot_loop(long iters) {
   return horizontal_sum(s);
 }
 
+struct alignas(64) TileConfig {
+  uint8_t palette_id;
+  uint8_t start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+
+// Four independent 16x16 f32 accumulator tiles, each updated by TDPBF16PS with a 16x32 bf16 A
+// tile and a 32x16 bf16 B tile: 16*16*32*2 = 16384 FLOPs per instruction.
+__attribute__((target("amx-tile,amx-bf16"))) double amx_bf16_loop(long iters) {
+  TileConfig cfg{};
+  cfg.palette_id = 1;
+  for (int t = 0; t < 6; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  alignas(64) static thread_local uint16_t a[16 * 32], b[16 * 32];
+  for (int i = 0; i < 16 * 32; ++i) a[i] = b[i] = 0x3f80;
+  alignas(64) float c[16 * 16] = {};
+  _tile_loadconfig(&cfg);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, a, 64);
+  _tile_loadd(5, b, 64);
+  for (long i = 0; i < iters; ++i) {
+    _tile_dpbf16ps(0, 4, 5);
+    _tile_dpbf16ps(1, 4, 5);
+    _tile_dpbf16ps(2, 4, 5);
+    _tile_dpbf16ps(3, 4, 5);
+  }
+  _tile_stored(0, c, 64);
+  _tile_release();
+  return c[0];
+}
+
 // Runs loop on every thread for about `seconds`; returns GFLOP/s given FLOPs per iteration.
 template <typename Loop>
 double measure(Loop loop, double flops_per_iter, double seconds) {
@@ -80,14 +120,17 @@ double measure(Loop loop, double flops_per_iter, double seconds) {
 PeakFlops measure_peak_flops(double seconds) {
   PeakFlops p;
   p.threads = omp_get_max_threads();
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) {
+  if (cpu_has_avx512f()) {
     p.f32_isa = "avx512f vfmadd";
     p.f32_gflops = measure(f32_fma_loop, 12.0 * 16 * 2, seconds);
   }
-  if (__builtin_cpu_supports("avx512bf16")) {
+  if (cpu_has_avx512_bf16()) {
     p.bf16_isa = "avx512_bf16 vdpbf16ps";
     p.bf16_gflops = measure(bf16_dot_loop, 12.0 * 32 * 2, seconds);
+  }
+  if (amx_bf16_usable()) {
+    p.amx_isa = "amx_bf16 tdpbf16ps";
+    p.amx_bf16_gflops = measure(amx_bf16_loop, 4.0 * 16384, seconds);
   }
   return p;
 }

@@ -46,9 +46,12 @@ Tensor stack_vectors(const std::vector<Tensor>& parts) {
 
 double read_scalar(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::kI64: return static_cast<double>(t.contiguous().data<int64_t>()[i]);
-    case DType::kI32: return static_cast<double>(t.contiguous().data<int32_t>()[i]);
-    default: return static_cast<double>(t.to_float_vector()[static_cast<size_t>(i)]);
+    case DType::kI64:
+      return static_cast<double>(t.contiguous().data<int64_t>()[i]);
+    case DType::kI32:
+      return static_cast<double>(t.contiguous().data<int32_t>()[i]);
+    default:
+      return static_cast<double>(t.to_float_vector()[static_cast<size_t>(i)]);
   }
 }
 
@@ -86,8 +89,9 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision)
     DitBlockWeights& bw = m.blocks[static_cast<size_t>(i)];
     auto W = [&](const std::string& n) { return w(b + n + ".weight"); };
     auto B = [&](const std::string& n) { return w(b + n + ".bias"); };
-    bw.qkv = PackedLinear(stack_rows({W("self_attn.q"), W("self_attn.k"), W("self_attn.v")}, cd),
-                          stack_vectors({B("self_attn.q"), B("self_attn.k"), B("self_attn.v")}), cd);
+    bw.qkv =
+        PackedLinear(stack_rows({W("self_attn.q"), W("self_attn.k"), W("self_attn.v")}, cd),
+                     stack_vectors({B("self_attn.q"), B("self_attn.k"), B("self_attn.v")}), cd);
     bw.o = PackedLinear(W("self_attn.o"), B("self_attn.o"), cd);
     bw.cross_q = PackedLinear(W("cross_attn.q"), B("cross_attn.q"), cd);
     bw.cross_kv = PackedLinear(stack_rows({W("cross_attn.k"), W("cross_attn.v")}, cd),
@@ -100,8 +104,9 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision)
       bw.cross_norm_k = vec(w, b + "cross_attn.norm_k.weight");
     }
     if (config.kind == DitKind::kI2V) {
-      bw.cross_kv_img = PackedLinear(stack_rows({W("cross_attn.k_img"), W("cross_attn.v_img")}, cd),
-                                     stack_vectors({B("cross_attn.k_img"), B("cross_attn.v_img")}), cd);
+      bw.cross_kv_img =
+          PackedLinear(stack_rows({W("cross_attn.k_img"), W("cross_attn.v_img")}, cd),
+                       stack_vectors({B("cross_attn.k_img"), B("cross_attn.v_img")}), cd);
       if (config.qk_norm) bw.cross_norm_k_img = vec(w, b + "cross_attn.norm_k_img.weight");
     }
     if (config.cross_attn_norm) {
@@ -164,15 +169,15 @@ void WanDit::Impl::linear_f32_in(const PackedLinear& linear, const float* in, in
 double WanDit::forward_flops(const DitConfig& c, int64_t L, int64_t ctx_tokens) {
   const double d = static_cast<double>(c.dim), l = static_cast<double>(L);
   const double tl = static_cast<double>(c.text_len);
-  double per_block = 2 * l * 4 * d * d            // q, k, v, o
-                     + 4 * l * l * d               // self attention (QK^T and PV)
+  double per_block = 2 * l * 4 * d * d                       // q, k, v, o
+                     + 4 * l * l * d                         // self attention (QK^T and PV)
                      + 2 * (2 * l * d * d + 2 * tl * d * d)  // cross q, o and k, v
-                     + 4 * l * tl * d              // cross attention
+                     + 4 * l * tl * d                        // cross attention
                      + 2 * l * 2 * d * static_cast<double>(c.ffn_dim);  // FFN
   if (c.kind == DitKind::kI2V) per_block += 2 * 2 * 257.0 * d * d + 4 * l * 257.0 * d;
   double total = per_block * static_cast<double>(c.num_layers);
-  total += 2 * l * d * static_cast<double>(c.in_dim * c.patch_volume());  // patch embedding
-  total += 2 * tl * (static_cast<double>(c.text_dim) * d + d * d);       // text embedding
+  total += 2 * l * d * static_cast<double>(c.in_dim * c.patch_volume());   // patch embedding
+  total += 2 * tl * (static_cast<double>(c.text_dim) * d + d * d);         // text embedding
   total += 2 * l * d * static_cast<double>(c.out_dim * c.patch_volume());  // head
   (void)ctx_tokens;
   return total;
@@ -197,9 +202,12 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
       throw_input_error("y: shape ", s.y.shape().str(), " does not match x ", s.x.shape().str(),
                         " in F, H, W");
     const int64_t cx = s.x.dim(0), cy = s.y.dim(0);
-    Tensor cat = Tensor::zeros(Shape{cx + cy, s.x.dim(1), s.x.dim(2), s.x.dim(3)});  // [C_in, F, H, W]
-    cat.slice(0, 0, cx).copy_from(s.x.dtype() == DType::kF32 ? s.x.contiguous() : s.x.to(DType::kF32));
-    cat.slice(0, cx, cx + cy).copy_from(s.y.dtype() == DType::kF32 ? s.y.contiguous() : s.y.to(DType::kF32));
+    Tensor cat =
+        Tensor::zeros(Shape{cx + cy, s.x.dim(1), s.x.dim(2), s.x.dim(3)});  // [C_in, F, H, W]
+    cat.slice(0, 0, cx).copy_from(s.x.dtype() == DType::kF32 ? s.x.contiguous()
+                                                             : s.x.to(DType::kF32));
+    cat.slice(0, cx, cx + cy)
+        .copy_from(s.y.dtype() == DType::kF32 ? s.y.contiguous() : s.y.to(DType::kF32));
     x_in = cat;
   }
   if (x_in.dim(0) != c.in_dim)
@@ -207,8 +215,8 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
                       x_in.shape().str());
   for (int i = 0; i < 3; ++i) {
     if (s.x.dim(i + 1) % c.patch[static_cast<size_t>(i)] != 0 || s.x.dim(i + 1) == 0)
-      throw_input_error("x: extent ", s.x.dim(i + 1), " of dim ", i + 1, " of ",
-                        s.x.shape().str(), " is not a positive multiple of the patch size ",
+      throw_input_error("x: extent ", s.x.dim(i + 1), " of dim ", i + 1, " of ", s.x.shape().str(),
+                        " is not a positive multiple of the patch size ",
                         c.patch[static_cast<size_t>(i)]);
   }
   DitState st;
@@ -241,7 +249,7 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
       const double v = read_scalar(tt, i);
       auto it = std::find(values.begin(), values.end(), v);
       const int64_t idx = it == values.end() ? static_cast<int64_t>(values.size())
-                                              : static_cast<int64_t>(it - values.begin());
+                                             : static_cast<int64_t>(it - values.begin());
       if (it == values.end()) values.push_back(v);
       if (idx == prev) {
         st.runs.back().count++;
@@ -291,7 +299,9 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
   {
     Tensor patches = patchify(x_in, c.patch);  // [L, C*pt*ph*pw]
     m.linear_f32_in(m.patch_embedding, patches.data<float>(), L, m.x.data());
-    if (st.capture) capture("patch_tokens", Tensor::from_floats({m.x.data(), static_cast<size_t>(L * dim)}, Shape{1, L, dim}));
+    if (st.capture)
+      capture("patch_tokens",
+              Tensor::from_floats({m.x.data(), static_cast<size_t>(L * dim)}, Shape{1, L, dim}));
   }
 
   // ---- Text embedding of the context zero-padded to text_len (padding rows are attended).
@@ -307,15 +317,18 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
     m.linear_f32_in(m.text2, m.tmp.data(), tl, st.context.data());
     st.context_rows = tl;
     if (st.capture)
-      capture("context_emb", Tensor::from_floats({st.context.data(), static_cast<size_t>(tl * dim)}, Shape{1, tl, dim}));
+      capture("context_emb", Tensor::from_floats({st.context.data(), static_cast<size_t>(tl * dim)},
+                                                 Shape{1, tl, dim}));
   }
 
   // ---- i2v: CLIP image features -> image tokens, prepended to the text in cross-attention.
   if (c.kind == DitKind::kI2V) {
-    Tensor clip = s.clip_fea.dtype() == DType::kF32 ? s.clip_fea.contiguous() : s.clip_fea.to(DType::kF32);
+    Tensor clip =
+        s.clip_fea.dtype() == DType::kF32 ? s.clip_fea.contiguous() : s.clip_fea.to(DType::kF32);
     if (clip.rank() == 3 && clip.dim(0) == 1) clip = clip.reshape(Shape{clip.dim(1), clip.dim(2)});
     if (clip.rank() != 2 || clip.dim(1) != c.clip_dim)
-      throw_input_error("clip_fea: expected [1, N, ", c.clip_dim, "], got ", s.clip_fea.shape().str());
+      throw_input_error("clip_fea: expected [1, N, ", c.clip_dim, "], got ",
+                        s.clip_fea.shape().str());
     const int64_t n = clip.dim(0);
     Buffer<float> ln(static_cast<size_t>(n * c.clip_dim)), h(static_cast<size_t>(n * c.clip_dim));
     layer_norm_rows(clip.data<float>(), ln.data(), n, c.clip_dim, m.img_ln0_w.data(),
@@ -327,7 +340,8 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
                     1e-5f);
     st.clip_rows = n;
     if (st.capture)
-      capture("clip_emb", Tensor::from_floats({st.clip.data(), static_cast<size_t>(n * dim)}, Shape{1, n, dim}));
+      capture("clip_emb", Tensor::from_floats({st.clip.data(), static_cast<size_t>(n * dim)},
+                                              Shape{1, n, dim}));
   }
 
   // ---- Transformer blocks.
@@ -350,7 +364,9 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
     }
     m.linear_f32_in(m.head, m.act.data(), L, head_out.data());
     if (st.capture)
-      capture("head_out", Tensor::from_floats({head_out.data(), static_cast<size_t>(L * out_features)}, Shape{1, L, out_features}));
+      capture("head_out",
+              Tensor::from_floats({head_out.data(), static_cast<size_t>(L * out_features)},
+                                  Shape{1, L, out_features}));
   }
   Tensor tokens = Tensor::from_floats({head_out.data(), static_cast<size_t>(L * out_features)},
                                       Shape{L, out_features});

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/convert.h"
+#include "core/profile.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/flash_attention.h"
 #include "models/wan/dit_impl.h"
@@ -19,7 +20,8 @@ void rms_norm_strided(float* x, int64_t rows, int64_t dim, int64_t stride,
                       const std::vector<float>& weight, float eps) {
   if (weight.empty()) return;
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) rms_norm_rows(x + r * stride, x + r * stride, 1, dim, weight.data(), eps);
+  for (int64_t r = 0; r < rows; ++r)
+    rms_norm_rows(x + r * stride, x + r * stride, 1, dim, weight.data(), eps);
 }
 
 void capture_rows(const DitState& st, const std::string& name, const float* data, int64_t rows,
@@ -78,16 +80,25 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
   ad.scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
   // ---- Self-attention.
-  norm_modulate(0, 1);
+  {
+    profile::ScopedTimer pt("norm+modulate");
+    norm_modulate(0, 1);
+  }
   qkv.resize(static_cast<size_t>(L * 3 * dim));
-  w.qkv.forward(act_in, L, qkv.data());  // [L, 3*dim] = q | k | v
+  {
+    profile::ScopedTimer pt("gemm.qkv");
+    w.qkv.forward(act_in, L, qkv.data());
+  }  // [L, 3*dim] = q | k | v
   float* q = qkv.data();
   float* k = qkv.data() + dim;
   float* v = qkv.data() + 2 * dim;
-  rms_norm_strided(q, L, dim, 3 * dim, w.norm_q, eps);
-  rms_norm_strided(k, L, dim, 3 * dim, w.norm_k, eps);
-  rope3d_apply(q, L, heads, hd, 3 * dim, st.grid[0], st.grid[1], st.grid[2], rope);
-  rope3d_apply(k, L, heads, hd, 3 * dim, st.grid[0], st.grid[1], st.grid[2], rope);
+  {
+    profile::ScopedTimer pt("rmsnorm+rope");
+    rms_norm_strided(q, L, dim, 3 * dim, w.norm_q, eps);
+    rms_norm_strided(k, L, dim, 3 * dim, w.norm_k, eps);
+    rope3d_apply(q, L, heads, hd, 3 * dim, st.grid[0], st.grid[1], st.grid[2], rope);
+    rope3d_apply(k, L, heads, hd, 3 * dim, st.grid[0], st.grid[1], st.grid[2], rope);
+  }
   if (st.capture) {
     capture_rows(st, prefix + "q_rope", q, L, dim, 3 * dim, Shape{1, L, heads, hd});
     capture_rows(st, prefix + "k_rope", k, L, dim, 3 * dim, Shape{1, L, heads, hd});
@@ -98,16 +109,24 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
   ad.q_stride = ad.k_stride = ad.v_stride = 3 * dim;
   ad.out_stride = dim;
   attn.resize(static_cast<size_t>(L * dim));
-  if (bf16) {
-    qkv16.resize(static_cast<size_t>(L * 3 * dim));
-    convert_floats(qkv.data(), DType::kF32, qkv16.data(), DType::kBF16, static_cast<size_t>(L * 3 * dim));
-    flash_attention(qkv16.data(), qkv16.data() + dim, qkv16.data() + 2 * dim, attn.data(), ad);
-  } else {
-    flash_attention(q, k, v, attn.data(), ad);
+  {
+    profile::ScopedTimer pt("attention.self");
+    if (bf16) {
+      qkv16.resize(static_cast<size_t>(L * 3 * dim));
+      convert_floats(qkv.data(), DType::kF32, qkv16.data(), DType::kBF16,
+                     static_cast<size_t>(L * 3 * dim));
+      flash_attention(qkv16.data(), qkv16.data() + dim, qkv16.data() + 2 * dim, attn.data(), ad);
+    } else {
+      flash_attention(q, k, v, attn.data(), ad);
+    }
   }
   tmp.resize(static_cast<size_t>(L * dim));
-  linear_f32_in(w.o, attn.data(), L, tmp.data());  // [L, dim]
-  if (st.capture) capture_rows(st, prefix + "self_attn_out", tmp.data(), L, dim, dim, Shape{1, L, dim});
+  {
+    profile::ScopedTimer pt("gemm.o");
+    linear_f32_in(w.o, attn.data(), L, tmp.data());
+  }  // [L, dim]
+  if (st.capture)
+    capture_rows(st, prefix + "self_attn_out", tmp.data(), L, dim, dim, Shape{1, L, dim});
   gated_add(tmp.data(), 2);
 
   // ---- Cross-attention over the padded text (and, for i2v, the image tokens).
@@ -117,12 +136,18 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
     std::memcpy(act.data(), x.data(), sizeof(float) * static_cast<size_t>(L * dim));
   }
   float* cq = qkv.data();  // reuse: [L, dim]
-  linear_f32_in(w.cross_q, act.data(), L, cq);
+  {
+    profile::ScopedTimer pt("gemm.cross_q");
+    linear_f32_in(w.cross_q, act.data(), L, cq);
+  }
   rms_norm_strided(cq, L, dim, dim, w.cross_norm_q, eps);
-  auto attend = [&](const PackedLinear& kv_proj, const std::vector<float>& norm_k,
-                    const float* ctx, int64_t ctx_rows, float* out) {
+  auto attend = [&](const PackedLinear& kv_proj, const std::vector<float>& norm_k, const float* ctx,
+                    int64_t ctx_rows, float* out) {
     kv.resize(static_cast<size_t>(ctx_rows * 2 * dim));
-    linear_f32_in(kv_proj, ctx, ctx_rows, kv.data());  // [ctx_rows, 2*dim] = k | v
+    {
+      profile::ScopedTimer pt("gemm.cross_kv");
+      linear_f32_in(kv_proj, ctx, ctx_rows, kv.data());
+    }  // [ctx_rows, 2*dim] = k | v
     rms_norm_strided(kv.data(), ctx_rows, dim, 2 * dim, norm_k, eps);
     AttentionDims cd = ad;
     cd.q_len = L;
@@ -131,11 +156,13 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
     cd.q_stride = dim;
     cd.k_stride = cd.v_stride = 2 * dim;
     cd.out_stride = dim;
+    profile::ScopedTimer pt("attention.cross");
     if (bf16) {
       qkv16.resize(static_cast<size_t>(L * dim));
       kv16.resize(static_cast<size_t>(ctx_rows * 2 * dim));
       convert_floats(cq, DType::kF32, qkv16.data(), DType::kBF16, static_cast<size_t>(L * dim));
-      convert_floats(kv.data(), DType::kF32, kv16.data(), DType::kBF16, static_cast<size_t>(ctx_rows * 2 * dim));
+      convert_floats(kv.data(), DType::kF32, kv16.data(), DType::kBF16,
+                     static_cast<size_t>(ctx_rows * 2 * dim));
       flash_attention(qkv16.data(), kv16.data(), kv16.data() + dim, out, cd);
     } else {
       flash_attention(cq, kv.data(), kv.data() + dim, out, cd);
@@ -147,15 +174,37 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
     attend(w.cross_kv_img, w.cross_norm_k_img, st.clip.data(), st.clip_rows, hidden.data());
     add_rows(attn.data(), hidden.data(), L * dim);
   }
-  linear_f32_in(w.cross_o, attn.data(), L, tmp.data());
-  if (st.capture) capture_rows(st, prefix + "cross_attn_out", tmp.data(), L, dim, dim, Shape{1, L, dim});
+  {
+    profile::ScopedTimer pt("gemm.cross_o");
+    linear_f32_in(w.cross_o, attn.data(), L, tmp.data());
+  }
+  if (st.capture)
+    capture_rows(st, prefix + "cross_attn_out", tmp.data(), L, dim, dim, Shape{1, L, dim});
   add_rows(x.data(), tmp.data(), L * dim);
 
   // ---- FFN.
-  norm_modulate(3, 4);
-  hidden.resize(static_cast<size_t>(L * c.ffn_dim));
-  w.ffn_in.forward(act_in, L, hidden.data());  // [L, ffn_dim], GELU fused
-  linear_f32_in(w.ffn_out, hidden.data(), L, tmp.data());
+  {
+    profile::ScopedTimer pt("norm+modulate");
+    norm_modulate(3, 4);
+  }
+  if (bf16) {
+    // The hidden layer only feeds the next bf16 GEMM: let oneDNN write it as bf16 directly.
+    hidden16.resize(static_cast<size_t>(L * c.ffn_dim));
+    {
+      profile::ScopedTimer pt("gemm.ffn_in");
+      w.ffn_in.forward_bf16_out(act_in, L, hidden16.data());  // [L, ffn_dim], GELU fused
+    }
+    profile::ScopedTimer pt("gemm.ffn_out");
+    w.ffn_out.forward(hidden16.data(), L, tmp.data());
+  } else {
+    hidden.resize(static_cast<size_t>(L * c.ffn_dim));
+    {
+      profile::ScopedTimer pt("gemm.ffn_in");
+      w.ffn_in.forward(act_in, L, hidden.data());  // [L, ffn_dim], GELU fused
+    }
+    profile::ScopedTimer pt("gemm.ffn_out");
+    w.ffn_out.forward(hidden.data(), L, tmp.data());
+  }
   if (st.capture) capture_rows(st, prefix + "ffn_out", tmp.data(), L, dim, dim, Shape{1, L, dim});
   gated_add(tmp.data(), 5);
   if (st.capture) capture_rows(st, prefix + "out", x.data(), L, dim, dim, Shape{1, L, dim});

@@ -78,9 +78,12 @@ std::optional<fs::path> find_config_json(const std::string& path) {
 
 std::string layout_name(DitLayout layout) {
   switch (layout) {
-    case DitLayout::kOfficial: return "official";
-    case DitLayout::kDiffusers: return "diffusers";
-    case DitLayout::kComfyUI: return "comfyui";
+    case DitLayout::kOfficial:
+      return "official";
+    case DitLayout::kDiffusers:
+      return "diffusers";
+    case DitLayout::kComfyUI:
+      return "comfyui";
   }
   return "?";
 }
@@ -116,8 +119,8 @@ DitCheckpoint DitCheckpoint::open(const std::string& path,
                                  [](const std::string& n) { return starts_with(n, kComfyPrefix); });
   const bool diffusers = name_set.count("condition_embedder.time_embedder.linear_1.weight") ||
                          name_set.count("blocks.0.attn1.to_q.weight");
-  const bool official = name_set.count("blocks.0.self_attn.q.weight") ||
-                        name_set.count("patch_embedding.weight");
+  const bool official =
+      name_set.count("blocks.0.self_attn.q.weight") || name_set.count("patch_embedding.weight");
   std::function<std::string(const std::string&)> to_file;
   if (comfy) {
     ck.layout_ = DitLayout::kComfyUI;
@@ -131,7 +134,8 @@ DitCheckpoint DitCheckpoint::open(const std::string& path,
   } else {
     std::string some;
     for (size_t i = 0; i < names.size() && i < 3; ++i) some += (i ? ", " : "") + names[i];
-    throw_input_error(path, ": not a Wan DiT checkpoint: expected 'blocks.0.self_attn.q.weight' "
+    throw_input_error(path,
+                      ": not a Wan DiT checkpoint: expected 'blocks.0.self_attn.q.weight' "
                       "(official), 'blocks.0.attn1.to_q.weight' (diffusers) or "
                       "'model.diffusion_model.*' (ComfyUI); found ",
                       names.size(), " tensors such as ", some.empty() ? "(none)" : some);
@@ -181,7 +185,8 @@ DitCheckpoint DitCheckpoint::open(const std::string& path,
         (e.shape != expected && d.role != TensorRole::kVector)) {
       ck.mismatches_.push_back({fname, expected, e.shape});
     }
-    if (!is_float(e.dtype)) ck.bad_dtype_.push_back(fname + " (" + std::string(dtype_name(e.dtype)) + ")");
+    if (!is_float(e.dtype))
+      ck.bad_dtype_.push_back(fname + " (" + std::string(dtype_name(e.dtype)) + ")");
     const std::string scale = fname + ".scale_weight";  // ComfyUI scaled fp8
     if (fname.size() > 7 && fname.substr(fname.size() - 7) == ".weight") {
       const std::string s2 = fname.substr(0, fname.size() - 7) + ".scale_weight";
@@ -206,9 +211,10 @@ void DitCheckpoint::require_loadable() const {
   };
   if (!mismatches_.empty()) {
     const auto& m = mismatches_.front();
-    throw_input_error(path_, ": tensor '", m.name, "' has shape ", m.actual.str(), ", expected ",
-                      m.expected.str(), " for config ", config_.to_json(),
-                      mismatches_.size() > 1 ? str_cat(" (", mismatches_.size() - 1, " more)") : "");
+    throw_input_error(
+        path_, ": tensor '", m.name, "' has shape ", m.actual.str(), ", expected ",
+        m.expected.str(), " for config ", config_.to_json(),
+        mismatches_.size() > 1 ? str_cat(" (", mismatches_.size() - 1, " more)") : "");
   }
   if (!missing_.empty())
     throw_input_error(path_, ": ", missing_.size(), " tensor(s) missing for a ",
@@ -217,8 +223,8 @@ void DitCheckpoint::require_loadable() const {
     throw_input_error(path_, ": unsupported dtype (expected a float type): ", list(bad_dtype_));
   if (!unexpected_.empty())
     throw_input_error(path_, ": ", unexpected_.size(), " unexpected tensor(s) for a ",
-                      layout_name(layout_), " Wan ", config_.kind_name(),
-                      " DiT with config ", config_.to_json(), ": ", list(unexpected_));
+                      layout_name(layout_), " Wan ", config_.kind_name(), " DiT with config ",
+                      config_.to_json(), ": ", list(unexpected_));
 }
 
 std::string DitCheckpoint::file_name(const std::string& official) const {
@@ -230,8 +236,8 @@ std::string DitCheckpoint::file_name(const std::string& official) const {
 Tensor DitCheckpoint::get(const std::string& official) const {
   const std::string fname = file_name(official);
   Tensor t = source_.tensor(fname);
-  if ((t.dtype() == DType::kF8E4M3 || t.dtype() == DType::kF8E5M2) &&
-      fname.size() > 7 && fname.substr(fname.size() - 7) == ".weight") {
+  if ((t.dtype() == DType::kF8E4M3 || t.dtype() == DType::kF8E5M2) && fname.size() > 7 &&
+      fname.substr(fname.size() - 7) == ".weight") {
     const std::string s = fname.substr(0, fname.size() - 7) + ".scale_weight";
     if (source_.contains(s)) {
       const std::vector<float> scale = source_.tensor(s).to_float_vector();

@@ -21,9 +21,12 @@ void DitConfig::validate(const std::string& source) const {
 
 std::string DitConfig::kind_name() const {
   switch (kind) {
-    case DitKind::kT2V: return "t2v";
-    case DitKind::kI2V: return "i2v";
-    case DitKind::kTI2V: return "ti2v";
+    case DitKind::kT2V:
+      return "t2v";
+    case DitKind::kI2V:
+      return "i2v";
+    case DitKind::kTI2V:
+      return "ti2v";
   }
   return "?";
 }
@@ -113,10 +116,15 @@ DitConfig dit_config_from_json(const std::string& json_text, const std::string& 
     }
   } else {
     const std::string type = get_or<std::string>(j, "model_type", "t2v", source);
-    if (type == "t2v") c.kind = DitKind::kT2V;
-    else if (type == "i2v" || type == "flf2v") c.kind = DitKind::kI2V;
-    else if (type == "ti2v") c.kind = DitKind::kTI2V;
-    else throw_input_error(source, ": unsupported model_type '", type, "' (expected t2v, i2v or ti2v)");
+    if (type == "t2v")
+      c.kind = DitKind::kT2V;
+    else if (type == "i2v" || type == "flf2v")
+      c.kind = DitKind::kI2V;
+    else if (type == "ti2v")
+      c.kind = DitKind::kTI2V;
+    else
+      throw_input_error(source, ": unsupported model_type '", type,
+                        "' (expected t2v, i2v or ti2v)");
     c.text_len = get_or<int64_t>(j, "text_len", 512, source);
     c.in_dim = get_or<int64_t>(j, "in_dim", 16, source);
     c.dim = get_or<int64_t>(j, "dim", 2048, source);
@@ -138,7 +146,8 @@ DitConfig dit_config_from_json(const std::string& json_text, const std::string& 
   if (j.contains("window_size") && j["window_size"].is_array()) {
     for (const auto& w : j["window_size"]) {
       if (w.get<int64_t>() != -1)
-        throw_input_error(source, ": local attention window_size is not supported (expected [-1, -1])");
+        throw_input_error(source,
+                          ": local attention window_size is not supported (expected [-1, -1])");
     }
   }
   c.validate(source);
@@ -148,9 +157,12 @@ DitConfig dit_config_from_json(const std::string& json_text, const std::string& 
 DitConfig infer_dit_config(const ShapeLookup& shape_of, const std::string& source) {
   auto need = [&](const std::string& name, int rank) {
     auto s = shape_of(name);
-    if (!s) throw_input_error(source, ": cannot infer the Wan DiT config: tensor '", name, "' is missing");
+    if (!s)
+      throw_input_error(source, ": cannot infer the Wan DiT config: tensor '", name,
+                        "' is missing");
     if (s->rank() != rank)
-      throw_input_error(source, ": tensor '", name, "' has shape ", s->str(), ", expected rank ", rank);
+      throw_input_error(source, ": tensor '", name, "' has shape ", s->str(), ", expected rank ",
+                        rank);
     return *s;
   };
   DitConfig c;

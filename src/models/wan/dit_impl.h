@@ -14,13 +14,13 @@ namespace vidax::wan {
 struct DitBlockWeights {
   PackedLinear qkv;  // self-attention q, k, v fused: [3*dim, dim]
   PackedLinear o;
-  std::vector<float> norm_q, norm_k;  // [dim] each (empty when qk_norm is off)
+  std::vector<float> norm_q, norm_k;        // [dim] each (empty when qk_norm is off)
   PackedLinear cross_q, cross_kv, cross_o;  // cross_kv: k and v fused [2*dim, dim]
   std::vector<float> cross_norm_q, cross_norm_k;
   PackedLinear cross_kv_img;  // i2v: k_img and v_img fused
   std::vector<float> cross_norm_k_img;
   std::vector<float> norm3_weight, norm3_bias;  // empty when cross_attn_norm is off
-  PackedLinear ffn_in;  // GELU(tanh) fused
+  PackedLinear ffn_in;                          // GELU(tanh) fused
   PackedLinear ffn_out;
   std::vector<float> modulation;  // [6 * dim]
 };
@@ -32,15 +32,15 @@ struct TimestepRun {
 
 // Working state of one forward call.
 struct DitState {
-  int64_t tokens = 0;                // L
-  std::array<int64_t, 3> grid{};     // (F2, H2, W2)
+  int64_t tokens = 0;             // L
+  std::array<int64_t, 3> grid{};  // (F2, H2, W2)
   std::vector<TimestepRun> runs;
   int64_t unique_t = 0;
   std::vector<float> e;   // [unique_t, dim]     time embedding
   std::vector<float> e0;  // [unique_t, 6 * dim] time projection
   Buffer<float> context;  // [text_len, dim] embedded, padded text context
   int64_t context_rows = 0;
-  Buffer<float> clip;     // [clip_tokens, dim] (i2v)
+  Buffer<float> clip;  // [clip_tokens, dim] (i2v)
   int64_t clip_rows = 0;
   const CaptureFn* capture = nullptr;
 };
@@ -49,8 +49,8 @@ struct WanDit::Impl {
   DitConfig cfg;
   Precision precision = Precision::kBF16;
   DType compute = DType::kBF16;
-  PackedLinear patch_embedding;  // [dim, C*pt*ph*pw]
-  PackedLinear text0, text2;     // text0 has GELU(tanh) fused
+  PackedLinear patch_embedding;                // [dim, C*pt*ph*pw]
+  PackedLinear text0, text2;                   // text0 has GELU(tanh) fused
   PackedLinear time0, time2, time_projection;  // always f32 (the reference forces f32 here)
   std::vector<DitBlockWeights> blocks;
   PackedLinear head;

@@ -24,7 +24,8 @@ inline float uniform_pm1(uint64_t key) {  // uniform in [-1, 1)
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -58,9 +59,11 @@ WeightFn random_dit_weights(const DitConfig& config, DType dtype, uint64_t seed)
       for (int64_t begin = 0; begin < n; begin += kChunk) {
         const int64_t len = std::min(kChunk, n - begin);
         for (int64_t i = 0; i < len; ++i)
-          tmp[static_cast<size_t>(i)] = offset + amplitude * uniform_pm1(base + static_cast<uint64_t>(begin + i));
+          tmp[static_cast<size_t>(i)] =
+              offset + amplitude * uniform_pm1(base + static_cast<uint64_t>(begin + i));
         convert_floats(tmp.data(), DType::kF32,
-                       static_cast<std::byte*>(out.raw_mutable_data()) + begin * static_cast<int64_t>(dtype_size(dtype)),
+                       static_cast<std::byte*>(out.raw_mutable_data()) +
+                           begin * static_cast<int64_t>(dtype_size(dtype)),
                        dtype, static_cast<size_t>(len));
       }
     }

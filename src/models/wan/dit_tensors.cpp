@@ -9,9 +9,7 @@ std::vector<TensorDecl> dit_tensor_decls(const DitConfig& c) {
     d.push_back({name + ".weight", Shape{out, in}, TensorRole::kMatrix});
     d.push_back({name + ".bias", Shape{out}, TensorRole::kVector});
   };
-  auto vec = [&](const std::string& name, Shape s) {
-    d.push_back({name, s, TensorRole::kVector});
-  };
+  auto vec = [&](const std::string& name, Shape s) { d.push_back({name, s, TensorRole::kVector}); };
   d.push_back({"patch_embedding.weight", Shape{dim, c.in_dim, c.patch[0], c.patch[1], c.patch[2]},
                TensorRole::kConvWeight});
   vec("patch_embedding.bias", Shape{dim});

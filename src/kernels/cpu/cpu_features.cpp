@@ -1,0 +1,55 @@
+#include "kernels/cpu/cpu_features.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace vidax {
+namespace {
+
+#if defined(__x86_64__)
+bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, int bit) {
+  unsigned r[4] = {0, 0, 0, 0};
+  if (!__get_cpuid_count(leaf, subleaf, &r[0], &r[1], &r[2], &r[3])) return false;
+  return ((r[reg] >> bit) & 1u) != 0;
+}
+enum { kEax = 0, kEbx = 1, kEcx = 2, kEdx = 3 };
+#endif
+
+}  // namespace
+
+bool cpu_has_avx512f() {
+#if defined(__x86_64__)
+  static const bool has = cpuid_bit(7, 0, kEbx, 16);
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__)
+  static const bool has = cpuid_bit(7, 1, kEax, 5);  // CPUID.(7,1):EAX[5]
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool amx_bf16_usable() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool ok = [] {
+    const bool tile = cpuid_bit(7, 0, kEdx, 24), bf16 = cpuid_bit(7, 0, kEdx, 22);
+    if (!tile || !bf16 || !cpu_has_avx512_bf16()) return false;
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
+
+}  // namespace vidax
