@@ -51,7 +51,7 @@ void bench_dit(const BenchArgs& a) {
     ck = wan::DitCheckpoint::open(a.weights);
     ck->require_loadable();
     cfg = ck->config();
-    weights = [&](const std::string& n) { return ck->get(n); };
+    weights = ck->loader();
   } else {
     auto preset = wan::dit_preset(a.model);
     if (!preset) {

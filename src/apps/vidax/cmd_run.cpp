@@ -39,8 +39,7 @@ wan::WanDit load_dit(const DitArgs& a, wan::DitCheckpoint* out_ck = nullptr) {
   }
   auto ck = wan::DitCheckpoint::open(a.weights, override);
   ck.require_loadable();
-  wan::WanDit model(
-      ck.config(), [&](const std::string& n) { return ck.get(n); }, p);
+  wan::WanDit model(ck.config(), ck.loader(), p);
   if (out_ck) *out_ck = std::move(ck);
   return model;
 }
@@ -56,6 +55,13 @@ int64_t scalar_int(const Tensor& t, const std::string& label) {
   if (t.dtype() == DType::kI64) return t.contiguous().data<int64_t>()[0];
   if (t.dtype() == DType::kI32) return t.contiguous().data<int32_t>()[0];
   return static_cast<int64_t>(t.to_float_vector()[0]);
+}
+
+// Accepts a leading batch dimension of 1 ([1, C, F, H, W], [1, L, D]) as PyTorch code often
+// saves tensors that way.
+Tensor drop_batch_dim(const Tensor& t, int rank) {
+  if (t.rank() == rank + 1 && t.dim(0) == 1) return t.select(0, 0);
+  return t;
 }
 
 void run_dit(const DitArgs& a, const std::string& in_path, const std::string& out_path) {
@@ -79,9 +85,11 @@ void run_dit(const DitArgs& a, const std::string& in_path, const std::string& ou
   for (int64_t b = 0; b < batch; ++b) {
     const std::string& sfx = suffixes[static_cast<size_t>(b)];
     wan::DitSample s;
-    s.x = in.tensor("x" + sfx);
-    s.context = require(in, in.contains("context" + sfx) ? "context" + sfx : "context",
-                        "text context [L, text_dim]");
+    s.x = drop_batch_dim(in.tensor("x" + sfx), 4);
+    s.context =
+        drop_batch_dim(require(in, in.contains("context" + sfx) ? "context" + sfx : "context",
+                               "text context [L, text_dim]"),
+                       2);
     if (in.contains("y" + sfx) || in.contains("y"))
       s.y = in.tensor(in.contains("y" + sfx) ? "y" + sfx : "y");
     if (in.contains("clip_fea" + sfx) || in.contains("clip_fea"))

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -249,6 +250,20 @@ Tensor DitCheckpoint::get(const std::string& official) const {
     }
   }
   return t;
+}
+
+std::function<Tensor(const std::string&)> DitCheckpoint::loader() const {
+  auto handed_out = std::make_shared<size_t>(0);
+  return [this, handed_out](const std::string& official) {
+    constexpr size_t kReleaseEvery = size_t{256} << 20;
+    if (*handed_out >= kReleaseEvery) {
+      source_.release_resident_pages();
+      *handed_out = 0;
+    }
+    Tensor t = get(official);
+    *handed_out += t.nbytes();
+    return t;
+  };
 }
 
 }  // namespace vidax::wan

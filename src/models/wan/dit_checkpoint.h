@@ -7,6 +7,7 @@
 // nothing is converted on disk. Thread-safe after open (read-only).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -53,6 +54,12 @@ class DitCheckpoint {
   // ComfyUI `scale_weight`, which are dequantized to F32 here.
   Tensor get(const std::string& official) const;
   std::string file_name(const std::string& official) const;
+
+  // A WeightFn over get() for building a WanDit. Every ~256 MiB handed out it drops the
+  // file's pages from the resident set: the model packs each weight into its own memory, so
+  // without this peak RSS would count the weights twice (mapping + packed copy). Dropping is
+  // safe at any time: a read-only mapping faults the pages back in from the page cache.
+  std::function<Tensor(const std::string&)> loader() const;
 
  private:
   std::string path_;
