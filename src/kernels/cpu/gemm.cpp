@@ -2,9 +2,13 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "core/convert.h"
+#include "kernels/cpu/amx_gemm.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace vidax {
 namespace {
@@ -14,6 +18,14 @@ using dnnl::memory;
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
+}
+
+// --- AMX path: BF16 compute on machines with usable AMX-BF16 runs our own kernel
+// (kernels/cpu/amx_gemm.h) instead of oneDNN, unless VIDAX_GEMM=onednn (read per construction).
+bool use_amx_gemm(DType compute) {
+  if (compute != DType::kBF16 || !amx_bf16_usable()) return false;
+  const char* env = std::getenv("VIDAX_GEMM");
+  return env == nullptr || std::string_view(env) != "onednn";
 }
 
 memory::data_type to_dnnl(DType d) {
@@ -43,6 +55,7 @@ struct PackedLinear::Impl {
   };
   mutable std::mutex mu;
   mutable std::map<std::pair<int64_t, bool>, Entry> cache;  // (M, bf16 output)
+  std::unique_ptr<AmxPackedWeight> amx;                     // set: the AMX path, no oneDNN
 
   memory::desc weight_desc_any() const {
     return memory::desc({k, n}, to_dnnl(compute), memory::format_tag::any);
@@ -92,6 +105,12 @@ PackedLinear::PackedLinear(const Tensor& weight, const Tensor& bias, DType compu
   impl_->k = weight.dim(1);
   impl_->compute = compute;
   impl_->epilogue = epilogue;
+  if (use_amx_gemm(compute)) {
+    VIDAX_CHECK(!bias.defined() || bias.numel() == impl_->n, "bias ", bias.describe(),
+                " for weight ", weight.describe());
+    impl_->amx = std::make_unique<AmxPackedWeight>(weight, bias);
+    return;
+  }
   impl_->plain_weight = weight.dtype() == compute ? weight.contiguous() : weight.to(compute);
   if (bias.defined()) {
     VIDAX_CHECK(bias.numel() == impl_->n, "bias ", bias.describe(), " for weight ",
@@ -111,7 +130,9 @@ PackedLinear::~PackedLinear() = default;
 int64_t PackedLinear::in_features() const { return impl_->k; }
 int64_t PackedLinear::out_features() const { return impl_->n; }
 DType PackedLinear::compute_dtype() const { return impl_->compute; }
-size_t PackedLinear::packed_bytes() const { return impl_->packed_desc.get_size(); }
+size_t PackedLinear::packed_bytes() const {
+  return impl_->amx ? impl_->amx->packed_bytes() : impl_->packed_desc.get_size();
+}
 
 void PackedLinear::forward(const void* x, int64_t m, float* y) const { run(x, m, y, false); }
 
@@ -123,6 +144,15 @@ void PackedLinear::run(const void* x, int64_t m, void* y, bool bf16_out) const {
   VIDAX_CHECK(impl_ != nullptr, "forward on an empty PackedLinear");
   if (m == 0) return;
   Impl& im = *impl_;
+  if (im.amx) {
+    const auto* xb = static_cast<const BFloat16*>(x);
+    if (bf16_out) {
+      amx_gemm_bf16(xb, m, im.k, *im.amx, static_cast<BFloat16*>(y), im.epilogue);
+    } else {
+      amx_gemm_bf16(xb, m, im.k, *im.amx, static_cast<float*>(y), im.epilogue);
+    }
+    return;
+  }
   dnnl::matmul prim;
   {
     std::lock_guard<std::mutex> lock(im.mu);

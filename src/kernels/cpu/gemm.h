@@ -5,6 +5,10 @@
 // products, f32 accumulation and f32 output). Primitives are created once per row count M and
 // cached. An optional fused GELU (tanh or erf) post-op runs inside the GEMM.
 //
+// With compute BF16 on a machine with usable AMX-BF16, the weight is packed for and run by our
+// own AMX kernel (kernels/cpu/amx_gemm.h) instead; the environment variable VIDAX_GEMM=onednn
+// (read when a PackedLinear is constructed) forces oneDNN, so both can be compared in one build.
+//
 // Thread-safety: forward() may be called from one thread at a time per PackedLinear (the
 // primitive cache is guarded, but oneDNN itself parallelises with the shared OpenMP pool).
 #pragma once

@@ -1,0 +1,369 @@
+#include "kernels/cpu/amx_gemm.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/elementwise.h"
+
+// GCC 12 warns inside its own AVX-512 intrinsic headers (their _mm512_undefined_* helpers).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// Functions using AMX or AVX-512 intrinsics; only reached after amx_bf16_usable().
+#define VIDAX_AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
+// GCC 12's tile load/store builtins do not tell the compiler that they read or write memory; a
+// barrier between them and ordinary accesses to the same buffers keeps the order.
+#define VIDAX_AMX_BARRIER() asm volatile("" ::: "memory")
+
+namespace vidax {
+namespace {
+
+constexpr int64_t kTileElems = 16 * 32;         // bf16 per A or B tile (16 rows x 64 bytes)
+constexpr int64_t kStepElems = 2 * kTileElems;  // two tiles per 32-deep K step
+constexpr int64_t kMaxBlockSubs = 8;            // M block: up to 8 x 32 = 256 rows
+constexpr int64_t kMaxChunkBytes = 1 << 20;     // packed A block per thread (L2 resident)
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Palette 1, tiles 0-7 all 16 rows x 64 bytes: 0-3 C (f32), 4-5 A, 6-7 B.
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+  TileConfig() {
+    for (int t = 0; t < 8; ++t) {
+      colsb[t] = 64;
+      rows[t] = 16;
+    }
+  }
+};
+
+// A per-thread buffer that only grows, 64-byte aligned, reused across calls.
+struct ThreadBuffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  ~ThreadBuffer() { std::free(p); }
+  void* get(size_t want) {
+    if (want > bytes) {
+      std::free(p);
+      bytes = (want + 63) / 64 * 64;
+      p = std::aligned_alloc(64, bytes);
+      VIDAX_CHECK(p != nullptr, "out of memory for AMX GEMM buffers (", bytes, " bytes)");
+    }
+    return p;
+  }
+};
+
+// Copies rows [r0, r0 + rows) x K steps [s0, s0 + steps) of x into the A-tile layout
+// [subs][steps][2 tiles][16 rows][32], zero-filling rows >= `rows` and columns >= k.
+VIDAX_AMX void pack_a(const BFloat16* x, int64_t x_stride, int64_t k, int64_t r0, int64_t rows,
+                      int64_t subs, int64_t s0, int64_t steps, uint16_t* dst) {
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t sub = 0; sub < subs; ++sub) {
+    for (int64_t rr = 0; rr < 32; ++rr) {
+      const int64_t r = sub * 32 + rr;
+      uint16_t* d = dst + sub * steps * kStepElems + (rr / 16) * kTileElems + (rr % 16) * 32;
+      if (r >= rows) {
+        for (int64_t s = 0; s < steps; ++s) _mm512_store_si512(d + s * kStepElems, zero);
+        continue;
+      }
+      const uint16_t* src = reinterpret_cast<const uint16_t*>(x + (r0 + r) * x_stride);
+      for (int64_t s = 0; s < steps; ++s) {
+        const int64_t c = (s0 + s) * 32;
+        const int64_t valid = std::min<int64_t>(32, k - c);
+        __m512i v;
+        if (valid == 32) {
+          v = _mm512_loadu_si512(src + c);
+        } else if (valid > 0) {
+          v = _mm512_maskz_loadu_epi16(static_cast<__mmask32>((1ull << valid) - 1), src + c);
+        } else {
+          v = zero;
+        }
+        _mm512_store_si512(d + s * kStepElems, v);
+      }
+    }
+  }
+}
+
+// c (32x32 f32, row stride 32) = or += a[steps] x b[steps]: 2 A tiles x 2 B tiles per step.
+VIDAX_AMX void tile_block(const uint16_t* a, const uint16_t* b, int64_t steps, float* c,
+                          bool accumulate) {
+  VIDAX_AMX_BARRIER();
+  if (accumulate) {
+    _tile_loadd(0, c, 128);
+    _tile_loadd(1, c + 16, 128);
+    _tile_loadd(2, c + 16 * 32, 128);
+    _tile_loadd(3, c + 16 * 32 + 16, 128);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int64_t s = 0; s < steps; ++s) {
+    _tile_loadd(4, a, 64);
+    _tile_loadd(6, b, 64);
+    _tile_loadd(5, a + kTileElems, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_loadd(7, b + kTileElems, 64);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(3, 5, 7);
+    a += kStepElems;
+    b += kStepElems;
+  }
+  _tile_stored(0, c, 128);
+  _tile_stored(1, c + 16, 128);
+  _tile_stored(2, c + 16 * 32, 128);
+  _tile_stored(3, c + 16 * 32 + 16, 128);
+  VIDAX_AMX_BARRIER();
+}
+
+// Round to nearest even; NaN stays a quiet NaN (as f32_to_bf16).
+VIDAX_AMX inline __m256i to_bf16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+// 16 lanes of gelu(approximate='tanh') = x sigmoid(2u), u = c (x + a x^3) with PyTorch's f32
+// constants, evaluated in double (8 lanes at a time) and rounded to f32 once: the exponential's
+// argument carries no f32 rounding (which exp would amplify by 2|u|), so the result is within
+// ~0.5 ulp of the exact function. exp(-2u) = 2^n e^r (|r| <= ln2/2, Taylor degree 9, 2e-11
+// relative); 1 / (1 + t) by rcp14 and two Newton steps. NaN propagates; gelu(-inf) gives -0.
+VIDAX_AMX inline __m512d gelu_tanh_pd(__m512d x) {
+  const __m512d a = _mm512_set1_pd(static_cast<double>(0.044715f));
+  const __m512d m2c = _mm512_set1_pd(-2.0 * static_cast<double>(0.797884561f));
+  const __m512d one = _mm512_set1_pd(1.0);
+  __m512d z = _mm512_mul_pd(_mm512_mul_pd(x, m2c), _mm512_fmadd_pd(a, _mm512_mul_pd(x, x), one));
+  z = _mm512_min_pd(_mm512_set1_pd(700.0), _mm512_max_pd(_mm512_set1_pd(-1000.0), z));
+  const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(z, _mm512_set1_pd(1.4426950408889634)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(0.6931471805599453), z);
+  // Horner for sum_{i<=9} r^i / i!
+  __m512d p = _mm512_set1_pd(1.0 / 362880.0);
+  p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 40320.0));
+  p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 5040.0));
+  p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 720.0));
+  p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 120.0));
+  p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 24.0));
+  p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 6.0));
+  p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(0.5));
+  p = _mm512_fmadd_pd(p, r, one);
+  p = _mm512_fmadd_pd(p, r, one);
+  const __m512d d = _mm512_add_pd(one, _mm512_scalef_pd(p, n));  // 1 + exp(-2u)
+  __m512d q = _mm512_rcp14_pd(d);
+  q = _mm512_mul_pd(q, _mm512_fnmadd_pd(d, q, _mm512_set1_pd(2.0)));
+  q = _mm512_mul_pd(q, _mm512_fnmadd_pd(d, q, _mm512_set1_pd(2.0)));
+  return _mm512_mul_pd(x, q);
+}
+
+VIDAX_AMX inline __m512 gelu_tanh_ps(__m512 x) {
+  const __m256 lo = _mm512_castps512_ps256(x);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+  const __m256 rlo = _mm512_cvtpd_ps(gelu_tanh_pd(_mm512_cvtps_pd(lo)));
+  const __m256 rhi = _mm512_cvtpd_ps(gelu_tanh_pd(_mm512_cvtps_pd(hi)));
+  return _mm512_castpd_ps(
+      _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(rlo)), _mm256_castps_pd(rhi), 1));
+}
+
+struct Output {
+  float* f32 = nullptr;
+  BFloat16* bf16 = nullptr;
+  int64_t n = 0;  // row stride
+};
+
+// Bias, epilogue and store of a finished 32x32 block c (modified in place) at rows r0.., columns
+// n0.. of y; rows/cols: the valid extents.
+VIDAX_AMX void store_block(float* c, int64_t rows, int64_t cols, const float* bias,
+                           GemmEpilogue epilogue, const Output& out, int64_t r0, int64_t n0) {
+  const __mmask16 m0 = static_cast<__mmask16>(cols >= 16 ? 0xffff : (1u << cols) - 1);
+  const __mmask16 m1 = static_cast<__mmask16>(cols >= 32   ? 0xffff
+                                              : cols <= 16 ? 0
+                                                           : (1u << (cols - 16)) - 1);
+  if (bias != nullptr) {
+    const __m512 b0 = _mm512_maskz_loadu_ps(m0, bias + n0);
+    const __m512 b1 = _mm512_maskz_loadu_ps(m1, bias + n0 + 16);
+    for (int64_t r = 0; r < rows; ++r) {
+      _mm512_store_ps(c + r * 32, _mm512_add_ps(_mm512_load_ps(c + r * 32), b0));
+      _mm512_store_ps(c + r * 32 + 16, _mm512_add_ps(_mm512_load_ps(c + r * 32 + 16), b1));
+    }
+  }
+  if (epilogue == GemmEpilogue::kGeluTanh) {
+    for (int64_t i = 0; i < rows * 32; i += 16)
+      _mm512_store_ps(c + i, gelu_tanh_ps(_mm512_load_ps(c + i)));
+  } else if (epilogue == GemmEpilogue::kGeluErf) {
+    gelu_erf(c, c, rows * 32);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const __m512 v0 = _mm512_load_ps(c + r * 32), v1 = _mm512_load_ps(c + r * 32 + 16);
+    const int64_t at = (r0 + r) * out.n + n0;
+    if (out.f32 != nullptr) {
+      _mm512_mask_storeu_ps(out.f32 + at, m0, v0);
+      _mm512_mask_storeu_ps(out.f32 + at + 16, m1, v1);
+    } else {
+      _mm256_mask_storeu_epi16(out.bf16 + at, m0, to_bf16(v0));
+      _mm256_mask_storeu_epi16(out.bf16 + at + 16, m1, to_bf16(v1));
+    }
+  }
+}
+
+struct Plan {
+  int64_t m = 0, subs = 0, m_blocks = 0, n_groups = 0;
+  int64_t chunk_steps = 0, chunks = 0;
+};
+
+// One thread's share of the (M block, N group) tasks.
+VIDAX_AMX void run_thread(const Plan& plan, const BFloat16* x, int64_t x_stride,
+                          const AmxPackedWeight& w, GemmEpilogue epilogue, const Output& out,
+                          int thread, int threads) {
+  const int64_t tasks = plan.m_blocks * plan.n_groups;
+  const int64_t t0 = tasks * thread / threads, t1 = tasks * (thread + 1) / threads;
+  if (t0 >= t1) return;
+  static thread_local ThreadBuffer a_buf, c_buf;
+  alignas(64) float scratch[32 * 32];
+  const TileConfig config;
+  VIDAX_AMX_BARRIER();
+  _tile_loadconfig(&config);
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t mb = t / plan.n_groups, ng = t % plan.n_groups;
+    const int64_t sub0 = plan.subs * mb / plan.m_blocks,
+                  sub1 = plan.subs * (mb + 1) / plan.m_blocks;
+    const int64_t subs = sub1 - sub0, r0 = sub0 * 32, rows = std::min(plan.m, sub1 * 32) - r0;
+    const int64_t p0 = w.panels() * ng / plan.n_groups, p1 = w.panels() * (ng + 1) / plan.n_groups;
+    auto* a = static_cast<uint16_t*>(a_buf.get(subs * plan.chunk_steps * kStepElems * 2));
+    float* c_all = plan.chunks > 1
+                       ? static_cast<float*>(c_buf.get((p1 - p0) * subs * 1024 * sizeof(float)))
+                       : nullptr;
+    for (int64_t ch = 0; ch < plan.chunks; ++ch) {
+      const int64_t s0 = ch * plan.chunk_steps;
+      const int64_t steps = std::min(plan.chunk_steps, w.k_steps() - s0);
+      pack_a(x, x_stride, w.k(), r0, rows, subs, s0, steps, a);
+      const bool last = ch + 1 == plan.chunks;
+      for (int64_t p = p0; p < p1; ++p) {
+        const uint16_t* b = w.panel(p) + s0 * kStepElems;
+        for (int64_t sub = 0; sub < subs; ++sub) {
+          float* c = c_all != nullptr ? c_all + ((p - p0) * subs + sub) * 1024 : scratch;
+          tile_block(a + sub * steps * kStepElems, b, steps, c, ch > 0);
+          if (last) {
+            const int64_t sr = std::min<int64_t>(32, rows - sub * 32);
+            const int64_t sc = std::min<int64_t>(32, w.n() - p * 32);
+            store_block(c, sr, sc, w.bias(), epilogue, out, r0 + sub * 32, p * 32);
+          }
+        }
+      }
+    }
+  }
+  _tile_release();
+  VIDAX_AMX_BARRIER();
+}
+
+void run(const BFloat16* x, int64_t m, int64_t x_stride, const AmxPackedWeight& w,
+         GemmEpilogue epilogue, const Output& out) {
+  VIDAX_CHECK(amx_bf16_usable(), "amx_gemm_bf16 called on a machine without usable AMX-BF16");
+  VIDAX_CHECK(w.defined(), "amx_gemm_bf16 with an empty weight");
+  VIDAX_CHECK(x_stride >= w.k(), "amx_gemm_bf16: row stride ", x_stride, " < K ", w.k());
+  if (m <= 0) return;
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  Plan plan;
+  plan.m = m;
+  plan.subs = ceil_div(m, 32);
+  plan.m_blocks = ceil_div(plan.subs, kMaxBlockSubs);
+  if (plan.m_blocks >= threads) {
+    plan.m_blocks = ceil_div(plan.m_blocks, threads) * threads;
+  }
+  plan.m_blocks = std::min(plan.m_blocks, plan.subs);
+  plan.n_groups = plan.m_blocks >= threads
+                      ? 1
+                      : std::min<int64_t>(w.panels(), ceil_div(threads, plan.m_blocks));
+  // K chunks: the packed A block (up to 256 rows) stays under kMaxChunkBytes.
+  const int64_t max_steps = std::max<int64_t>(8, kMaxChunkBytes / (kMaxBlockSubs * 32 * 64));
+  plan.chunks = ceil_div(w.k_steps(), max_steps);
+  plan.chunk_steps = ceil_div(w.k_steps(), plan.chunks);
+  if (threads == 1) {
+    run_thread(plan, x, x_stride, w, epilogue, out, 0, 1);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  run_thread(plan, x, x_stride, w, epilogue, out, omp_get_thread_num(), omp_get_num_threads());
+}
+
+}  // namespace
+
+AmxPackedWeight::AmxPackedWeight(const Tensor& weight, const Tensor& bias) {
+  VIDAX_CHECK(weight.rank() == 2, "AMX weight must be [N, K], got ", weight.describe());
+  const Tensor w = weight.dtype() == DType::kBF16 ? weight.contiguous() : weight.to(DType::kBF16);
+  Tensor b;
+  if (bias.defined()) {
+    VIDAX_CHECK(bias.numel() == weight.dim(0), "bias ", bias.describe(), " for weight ",
+                weight.describe());
+    b = bias.dtype() == DType::kF32 ? bias.contiguous() : bias.to(DType::kF32);
+  }
+  pack(w.data<BFloat16>(), w.dim(0), w.dim(1), b.defined() ? b.data<float>() : nullptr);
+}
+
+AmxPackedWeight::AmxPackedWeight(const BFloat16* weight, int64_t n, int64_t k, const float* bias) {
+  pack(weight, n, k, bias);
+}
+
+size_t AmxPackedWeight::packed_bytes() const { return packed_ ? packed_->bytes() : 0; }
+
+void AmxPackedWeight::pack(const BFloat16* weight, int64_t n, int64_t k, const float* bias) {
+  VIDAX_CHECK(n > 0 && k > 0, "AMX weight must be non-empty, got [", n, ", ", k, "]");
+  n_ = n;
+  k_ = k;
+  k_steps_ = ceil_div(k, 32);
+  panels_ = ceil_div(n, 32);
+  packed_ = allocate_storage(static_cast<size_t>(panels_ * k_steps_ * kStepElems) * 2);
+  auto* dst = reinterpret_cast<uint16_t*>(packed_->data());
+  const auto* src = reinterpret_cast<const uint16_t*>(weight);
+  // Tile (p, s, j): row q, column c = (W[p*32 + j*16 + c][s*32 + 2q], ...[s*32 + 2q + 1]).
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < panels_; ++p) {
+    for (int64_t j = 0; j < 2; ++j) {
+      for (int64_t c = 0; c < 16; ++c) {
+        const int64_t row = p * 32 + j * 16 + c;
+        if (row >= n) continue;  // zero padding (storage is zero-initialised)
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const int64_t s = kk / 32, q = (kk % 32) / 2, e = kk % 2;
+          dst[((p * k_steps_ + s) * 2 + j) * kTileElems + q * 32 + c * 2 + e] = src[row * k + kk];
+        }
+      }
+    }
+  }
+  if (bias != nullptr) {
+    bias_ = allocate_storage(static_cast<size_t>(n) * sizeof(float));
+    std::memcpy(bias_->data(), bias, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
+void amx_gemm_bf16(const BFloat16* x, int64_t m, int64_t x_stride, const AmxPackedWeight& w,
+                   float* y, GemmEpilogue epilogue) {
+  Output out;
+  out.f32 = y;
+  out.n = w.n();
+  run(x, m, x_stride, w, epilogue, out);
+}
+
+void amx_gemm_bf16(const BFloat16* x, int64_t m, int64_t x_stride, const AmxPackedWeight& w,
+                   BFloat16* y, GemmEpilogue epilogue) {
+  Output out;
+  out.bf16 = y;
+  out.n = w.n();
+  run(x, m, x_stride, w, epilogue, out);
+}
+
+}  // namespace vidax
