@@ -179,6 +179,7 @@ TEST(Cli, BadInputsGiveOneLineErrors) {
   expect_one_line_error("bench dit --size 401x240 --no-peak", "--size");
   expect_one_line_error("bench dit --frames 18 --no-peak", "--frames");
   expect_one_line_error("bench dit --model wan9 --no-peak", "--model");
+  expect_one_line_error("bench dit --frames 4001 --size 3840x2160 --no-peak", "GiB");
   expect_one_line_error("run denoise --weights " + weights + " --in " + io_path + " --out " +
                             dir.file("d.safetensors") + " --sampler heun",
                         "noise");

@@ -1,6 +1,7 @@
 // `vidax bench dit`: time the DiT forward at a model's real shapes with random (or given)
 // weights; `vidax bench peak`: the machine's f32 FMA and bf16 dot-product peak.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "models/wan/dit.h"
 #include "models/wan/dit_checkpoint.h"
 #include "models/wan/dit_random.h"
+#include "models/wan/dit_tensors.h"
 #include "sampling/torch_randn.h"
 
 namespace vidax::cli {
@@ -63,14 +65,26 @@ void bench_dit(const BenchArgs& a) {
     weights =
         wan::random_dit_weights(cfg, p == wan::Precision::kBF16 ? DType::kBF16 : DType::kF32, 1234);
   }
+  const int64_t lat_f = (a.frames - 1) / 4 + 1, lat_h = height / 8, lat_w = width / 8;
+  if (lat_h % cfg.patch[1] != 0 || lat_w % cfg.patch[2] != 0)
+    throw_input_error("--size: latent ", lat_w, "x", lat_h, " is not divisible by the patch");
+  {  // Refuse impossible sizes before spending time on the weights.
+    const int64_t tokens = lat_f * lat_h * lat_w / cfg.patch_volume();
+    const double need = wan::WanDit::activation_bytes(cfg, tokens) +
+                        static_cast<double>(wan::dit_parameter_count(cfg)) *
+                            (p == wan::Precision::kBF16 ? 2.0 : 4.0);
+    const double have =
+        static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+    if (have > 0 && need > have)
+      throw_input_error("--frames/--size: ", a.frames, " frames at ", a.size, " (", tokens,
+                        " tokens) need ~", need / (1 << 30), " GiB; this machine has ",
+                        have / (1 << 30), " GiB");
+  }
   wan::WanDit model(cfg, weights, p);
   if (ck) ck->source().release_resident_pages();  // packed copies are all we need now
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
-  const int64_t lat_f = (a.frames - 1) / 4 + 1, lat_h = height / 8, lat_w = width / 8;
-  if (lat_h % cfg.patch[1] != 0 || lat_w % cfg.patch[2] != 0)
-    throw_input_error("--size: latent ", lat_w, "x", lat_h, " is not divisible by the patch");
   wan::DitSample s;
   s.x = torch_randn(
       1, Shape{cfg.in_dim - (cfg.kind == wan::DitKind::kI2V ? 20 : 0), lat_f, lat_h, lat_w});

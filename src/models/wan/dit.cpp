@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "core/convert.h"
 #include "kernels/cpu/elementwise.h"
 #include "models/wan/dit_impl.h"
@@ -166,6 +168,15 @@ void WanDit::Impl::linear_f32_in(const PackedLinear& linear, const float* in, in
   linear.forward(act16.data(), rows, out);
 }
 
+double WanDit::activation_bytes(const DitConfig& c, int64_t tokens) {
+  // Residual, f32 and bf16 activations, qkv (f32 + bf16), attention output, GEMM output,
+  // FFN hidden (f32 or bf16), patches and head output; see dit_block.cpp.
+  const double l = static_cast<double>(tokens), d = static_cast<double>(c.dim);
+  const double widest = static_cast<double>(std::max(c.dim, c.ffn_dim));
+  return l * (4 * d + 6 * widest + 18 * d + 8 * d + 4 * static_cast<double>(c.ffn_dim) +
+              8.0 * static_cast<double>(c.in_dim * c.patch_volume()));
+}
+
 double WanDit::forward_flops(const DitConfig& c, int64_t L, int64_t ctx_tokens) {
   const double d = static_cast<double>(c.dim), l = static_cast<double>(L);
   const double tl = static_cast<double>(c.text_len);
@@ -227,6 +238,15 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
   if (st.grid[0] > 1024 || st.grid[1] > 1024 || st.grid[2] > 1024)
     throw_input_error("x: token grid ", st.grid[0], "x", st.grid[1], "x", st.grid[2],
                       " exceeds the 1024 RoPE positions per axis");
+  {
+    const double need = activation_bytes(c, L);
+    const double have =
+        static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+    if (have > 0 && need > have)
+      throw_input_error("x: ", s.x.shape().str(), " gives ", L, " tokens, whose activations need ~",
+                        need / (1 << 30), " GiB; this machine has ", have / (1 << 30),
+                        " GiB of memory");
+  }
   if (s.seq_len != 0 && s.seq_len < L)
     throw_input_error("seq_len: ", s.seq_len, " is smaller than the ", L, " patch tokens of x");
   if (!s.context.defined() || s.context.rank() != 2 || s.context.dim(1) != c.text_dim)

@@ -57,6 +57,9 @@ class WanDit {
   // Returns the flow prediction [C_out, F, H, W]. Throws InputError on bad shapes.
   Tensor forward(const DitSample& sample, const CaptureFn& capture = nullptr);
 
+  // Bytes of scratch activations one forward over `tokens` tokens allocates (upper estimate).
+  static double activation_bytes(const DitConfig& config, int64_t tokens);
+
   // Multiply-add FLOPs x 2 of one forward over `tokens` tokens (used by benchmarks).
   static double forward_flops(const DitConfig& config, int64_t tokens, int64_t context_tokens);
 
