@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/text_escape.h"
 
 namespace vidax {
 namespace {
@@ -30,34 +31,6 @@ uint64_t read_u64_le(const std::byte* p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint64_t>(p[i]);
   return v;
-}
-
-constexpr char kHexDigits[] = "0123456789abcdef";
-
-std::string hex_escape(unsigned char c) {
-  return {'\\', 'x', kHexDigits[c >> 4], kHexDigits[c & 15]};
-}
-
-// Names and dtype strings come from the file: quote them so that an error message stays on one
-// line and bounded in size, whatever bytes they hold.
-std::string quote_name(std::string_view s) {
-  constexpr size_t kMaxShown = 200;
-  std::string out = "'";
-  for (const char ch : s.substr(0, kMaxShown)) {
-    const auto c = static_cast<unsigned char>(ch);
-    out += (c < 0x20 || c == 0x7f || c == '\\' || c == '\'') ? hex_escape(c) : std::string(1, ch);
-  }
-  return out + (s.size() > kMaxShown ? "'..." : "'");
-}
-
-// nlohmann's messages echo the offending input bytes; keep them printable ASCII.
-std::string ascii_only(std::string_view s) {
-  std::string out;
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    out += (c < 0x20 || c >= 0x7f) ? hex_escape(c) : std::string(1, ch);
-  }
-  return out;
 }
 
 const char* json_type_name(const json& j) {

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "io/text_escape.h"
 
 namespace vidax {
 namespace {
@@ -23,34 +24,6 @@ constexpr std::string_view kFileSuffix = ".safetensors";
 // weight_map indices are a few hundred KiB even for the largest public checkpoints.
 constexpr uintmax_t kMaxIndexBytes = uintmax_t{64} << 20;
 constexpr int kMaxIndexDepth = 16;
-
-constexpr char kHexDigits[] = "0123456789abcdef";
-
-std::string hex_escape(unsigned char c) {
-  return {'\\', 'x', kHexDigits[c >> 4], kHexDigits[c & 15]};
-}
-
-// Names and dtype strings come from the file: quote them so that an error message stays on one
-// line and bounded in size, whatever bytes they hold.
-std::string quote_name(std::string_view s) {
-  constexpr size_t kMaxShown = 200;
-  std::string out = "'";
-  for (const char ch : s.substr(0, kMaxShown)) {
-    const auto c = static_cast<unsigned char>(ch);
-    out += (c < 0x20 || c == 0x7f || c == '\\' || c == '\'') ? hex_escape(c) : std::string(1, ch);
-  }
-  return out + (s.size() > kMaxShown ? "'..." : "'");
-}
-
-// nlohmann's messages echo the offending input bytes; keep them printable ASCII.
-std::string ascii_only(std::string_view s) {
-  std::string out;
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    out += (c < 0x20 || c >= 0x7f) ? hex_escape(c) : std::string(1, ch);
-  }
-  return out;
-}
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
