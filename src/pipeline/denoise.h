@@ -28,8 +28,7 @@ struct DenoiseStep {
 using DenoiseCallback = std::function<void(const DenoiseStep&)>;
 
 // noise: [C, F, H, W] F32. context / context_null: [L, text_dim] unpadded. Returns the final
-// latent. An undefined context_null (or guide_scale 1 with no negative context) runs the
-// conditional branch only.
+// latent. An undefined context_null runs the conditional branch only (no guidance).
 Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
                const Tensor& context_null, int64_t seq_len, const DenoiseOptions& options,
                const DenoiseCallback& on_step = nullptr);

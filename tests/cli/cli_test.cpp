@@ -180,9 +180,28 @@ TEST(Cli, BadInputsGiveOneLineErrors) {
   expect_one_line_error("bench dit --frames 18 --no-peak", "--frames");
   expect_one_line_error("bench dit --model wan9 --no-peak", "--model");
   expect_one_line_error("bench dit --frames 4001 --size 3840x2160 --no-peak", "GiB");
+  expect_one_line_error("bench dit --context-tokens -5 --no-peak", "--context-tokens");
+  write_safetensors(dir.file("config.json"), {});  // not JSON text at all
+  expect_one_line_error(
+      "run dit --weights " + weights + " --config " + dir.file("config.json") + in, "config.json");
   expect_one_line_error("run denoise --weights " + weights + " --in " + io_path + " --out " +
                             dir.file("d.safetensors") + " --sampler heun",
                         "noise");
+}
+
+TEST(Cli, GuidanceWithoutNegativeContextIsRefused) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(loop, "cfg_loop_tiny.io.safetensors");
+  TempDir dir;
+  auto io = SafetensorsFile::open(loop);
+  write_safetensors(dir.file("in.safetensors"),
+                    {{"noise", io.tensor("noise")}, {"context", io.tensor("context")}});
+  expect_one_line_error("run denoise --weights " + weights + " --in " + dir.file("in.safetensors") +
+                            " --out " + dir.file("d.safetensors") + " --steps 2",
+                        "context_null");
+  const Result r = run("run denoise --weights " + weights + " --in " + dir.file("in.safetensors") +
+                       " --out " + dir.file("d.safetensors") + " --steps 2 --guide-scale 1");
+  EXPECT_EQ(r.code, 0) << r.out;
 }
 
 TEST(Cli, UnknownSamplerIsNamed) {

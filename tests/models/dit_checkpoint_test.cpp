@@ -251,6 +251,9 @@ TEST(DitConfigTest, BadConfigJsonIsNamed) {
   EXPECT_THROW(dit_config_from_json("{not json", "cfg.json"), InputError);
   EXPECT_THROW(dit_config_from_json(R"({"dim": 100, "num_heads": 3})", "cfg.json"), InputError);
   EXPECT_THROW(dit_config_from_json(R"({"model_type": "v2v"})", "cfg.json"), InputError);
+  EXPECT_THROW(dit_config_from_json(R"({"model_type": "flf2v"})", "cfg.json"), InputError);
+  EXPECT_THROW(dit_config_from_json(R"({"patch_size": ["1", "2", "2"]})", "cfg.json"), InputError);
+  EXPECT_THROW(dit_config_from_json(R"({"window_size": [null, null]})", "cfg.json"), InputError);
   try {
     dit_config_from_json(R"({"dim": "big"})", "my/config.json");
     FAIL();

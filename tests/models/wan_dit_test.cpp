@@ -1,10 +1,12 @@
 // Wan DiT parity with the official PyTorch code (fixtures in ../shared/fixtures/wan): every
 // stored intermediate of every call, from the official, diffusers and bf16 weight files.
+#include <cmath>
 #include <map>
 
 #include "io/safetensors.h"
 #include "models/wan/dit.h"
 #include "models/wan/dit_checkpoint.h"
+#include "models/wan/dit_random.h"
 #include "support/test_support.h"
 
 namespace vidax::wan {
@@ -74,19 +76,22 @@ TEST(WanDit, T2VOfficialWeightsMatchEveryIntermediate) {
 
 TEST(WanDit, T2VDiffusersLayoutMatches) {
   VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.diffusers.safetensors");
-  VIDAX_REQUIRE_FIXTURE(official, "dit_t2v_tiny.weights.safetensors");
   VIDAX_REQUIRE_FIXTURE(io_path, "dit_t2v_tiny.io.safetensors");
-  // The diffusers file's metadata has no official config; text_len 16 comes from the official
-  // file, everything else is inferred from the diffusers tensor shapes and must agree.
-  auto inferred = DitCheckpoint::open(weights);
-  EXPECT_EQ(inferred.layout(), DitLayout::kDiffusers);
-  EXPECT_EQ(inferred.config().dim, 256);
-  EXPECT_EQ(inferred.config().num_layers, 2);
-  EXPECT_EQ(inferred.config().ffn_dim, 512);
-  EXPECT_EQ(inferred.config().text_dim, 64);
-  DitConfig cfg = inferred.config();
-  cfg.text_len = DitCheckpoint::open(official).config().text_len;
-  auto ck = DitCheckpoint::open(weights, cfg);
+  // The file keeps the official kwargs as metadata "source_config" (text_len 16).
+  auto ck = DitCheckpoint::open(weights);
+  EXPECT_EQ(ck.layout(), DitLayout::kDiffusers);
+  EXPECT_EQ(ck.config().text_len, 16);
+  // Inference from the diffusers tensor shapes agrees on everything shapes can tell.
+  auto src = TensorSource::open(weights);
+  DitConfig inferred = infer_dit_config(
+      [&](const std::string& n) -> std::optional<Shape> {
+        const std::string d = official_to_diffusers(n);
+        if (!src.contains(d)) return std::nullopt;
+        return src.entry(d).shape;
+      },
+      weights);
+  inferred.text_len = ck.config().text_len;
+  EXPECT_EQ(inferred.to_json(), ck.config().to_json());
   WanDit model = load(ck, Precision::kFP32);
   auto io = SafetensorsFile::open(io_path);
   expect_call_matches(model, io, "call0", "out", kTol);
@@ -149,6 +154,52 @@ TEST(WanDit, TI2VPerTokenTimestepsMatch) {
   auto io = SafetensorsFile::open(io_path);
   expect_call_matches(model, io, "call0", "out", kTol);  // t = [1, 18] per token
   expect_call_matches(model, io, "call1", "out", kTol);  // scalar t expanded per token
+}
+
+// Regression: on the bf16 path the FFN input pointer must survive the cross-attention
+// projections (they once reallocated the shared bf16 scratch when the image tokens outnumbered
+// everything before). dim > clip_dim and many image tokens make that reallocation happen.
+TEST(WanDit, Bf16I2VWithManyImageTokensMatchesFp32) {
+  DitConfig c;
+  c.kind = DitKind::kI2V;
+  c.dim = 128, c.num_heads = 1, c.ffn_dim = 128, c.num_layers = 2, c.text_len = 16;
+  c.text_dim = 32, c.freq_dim = 32, c.in_dim = 36, c.clip_dim = 64;
+  const auto weights = random_dit_weights(c, DType::kF32, 7);
+  WanDit f32(c, weights, Precision::kFP32), b16(c, weights, Precision::kBF16);
+  DitSample s;
+  s.x = vidax::testing::random_tensor(Shape{16, 1, 2, 2}, 1);
+  s.y = vidax::testing::random_tensor(Shape{20, 1, 2, 2}, 2);
+  s.clip_fea = vidax::testing::random_tensor(Shape{1, 600, 64}, 3);
+  s.context = vidax::testing::random_tensor(Shape{5, 32}, 4);
+  s.t = Tensor::from_floats(std::vector<float>{500.0f}, Shape{1});
+  const Tensor ref = f32.forward(s);
+  const Tensor first = b16.forward(s), second = b16.forward(s);
+  EXPECT_TRUE(all_close(first, second, 0, 0, "bf16 first vs second call"));
+  const auto r = ref.to_float_vector(), g = first.to_float_vector();
+  double max_ref = 0, max_diff = 0;
+  for (size_t i = 0; i < r.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(r[i])));
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(g[i]) - r[i]));
+  }
+  EXPECT_LE(max_diff, 0.03 * max_ref) << "max diff " << max_diff << " max |ref| " << max_ref;
+}
+
+TEST(WanDit, NonFloatInputsAreInputErrors) {
+  DitConfig c;
+  c.dim = 128, c.num_heads = 1, c.ffn_dim = 128, c.num_layers = 1, c.text_len = 8;
+  c.text_dim = 16, c.freq_dim = 16;
+  WanDit model(c, random_dit_weights(c, DType::kF32, 1), Precision::kFP32);
+  DitSample s;
+  s.x = Tensor::zeros(Shape{16, 1, 2, 2}, DType::kI64);
+  s.context = vidax::testing::random_tensor(Shape{3, 16}, 2);
+  s.t = Tensor::from_floats(std::vector<float>{1.0f}, Shape{1});
+  EXPECT_THROW(model.forward(s), InputError);
+  s.x = vidax::testing::random_tensor(Shape{16, 1, 2, 2}, 1);
+  s.context = Tensor::zeros(Shape{3, 16}, DType::kI32);
+  EXPECT_THROW(model.forward(s), InputError);
+  s.context = vidax::testing::random_tensor(Shape{3, 16}, 2);
+  s.t = Tensor::from_floats(std::vector<float>{std::nanf("")}, Shape{1});
+  EXPECT_THROW(model.forward(s), InputError);
 }
 
 TEST(WanDit, ConfigInferredFromShapesMatchesMetadata) {

@@ -44,6 +44,8 @@ void bench_dit(const BenchArgs& a) {
     throw_input_error("--frames: ", a.frames, " must be 4k+1 (VAE temporal stride 4); try ",
                       (a.frames - 1) / 4 * 4 + 1, " or ", (a.frames - 1) / 4 * 4 + 5);
   if (a.iters < 1 || a.warmup < 0) throw_input_error("--iters must be >= 1 and --warmup >= 0");
+  if (a.context_tokens < 0)
+    throw_input_error("--context-tokens: expected >= 0, got ", a.context_tokens);
 
   const auto t_load = std::chrono::steady_clock::now();
   std::optional<wan::DitCheckpoint> ck;

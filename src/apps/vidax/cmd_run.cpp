@@ -91,7 +91,7 @@ void run_dit(const DitArgs& a, const std::string& in_path, const std::string& ou
                                "text context [L, text_dim]"),
                        2);
     if (in.contains("y" + sfx) || in.contains("y"))
-      s.y = in.tensor(in.contains("y" + sfx) ? "y" + sfx : "y");
+      s.y = drop_batch_dim(in.tensor(in.contains("y" + sfx) ? "y" + sfx : "y"), 4);
     if (in.contains("clip_fea" + sfx) || in.contains("clip_fea"))
       s.clip_fea = in.tensor(in.contains("clip_fea" + sfx) ? "clip_fea" + sfx : "clip_fea");
     // t: one value for all, one per sample [B], or per token [B, seq_len] / [seq_len].
@@ -114,10 +114,20 @@ void run_dit(const DitArgs& a, const std::string& in_path, const std::string& ou
 void run_denoise(const DitArgs& a, const std::string& in_path, const std::string& out_path,
                  const DenoiseOptions& opt, bool save_steps) {
   auto in = SafetensorsFile::open(in_path);
-  const Tensor noise = require(in, "noise", "initial latent [C, F, H, W]");
-  const Tensor context = require(in, "context", "text context [L, text_dim]");
+  const Tensor noise = drop_batch_dim(require(in, "noise", "initial latent [C, F, H, W]"), 4);
+  const Tensor context = drop_batch_dim(require(in, "context", "text context [L, text_dim]"), 2);
   Tensor context_null;
-  if (in.contains("context_null")) context_null = in.tensor("context_null");
+  if (in.contains("context_null")) {
+    context_null = drop_batch_dim(in.tensor("context_null"), 2);
+  } else if (opt.guide_scale != 1.0) {
+    throw_input_error(in_path,
+                      ": missing 'context_null' (the negative-prompt context) needed for "
+                      "classifier-free guidance with --guide-scale ",
+                      opt.guide_scale, " (use --guide-scale 1 to sample without guidance)");
+  }
+  if (!is_float(noise.dtype()) || noise.rank() != 4)
+    throw_input_error(in_path, ": 'noise' must be a float latent [C, F, H, W], got ",
+                      noise.describe());
   const int64_t seq_len =
       in.contains("seq_len") ? scalar_int(in.tensor("seq_len"), in_path + ": seq_len") : 0;
   wan::WanDit model = load_dit(a);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <string>
 
 #include "apps/vidax/commands.h"
 #include "core/error.h"
@@ -69,6 +70,13 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "vidax: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    // A library error we did not translate (oneDNN, filesystem, ...): still one line.
+    std::string msg = e.what();
+    for (char& ch : msg)
+      if (ch == '\n' || ch == '\r') ch = ' ';
+    std::fprintf(stderr, "vidax: error: %s\n", msg.c_str());
     return 1;
   }
   return 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <unordered_map>
 
 #include <unistd.h>
 
@@ -46,15 +47,26 @@ Tensor stack_vectors(const std::vector<Tensor>& parts) {
   return Tensor::from_floats(all, Shape{static_cast<int64_t>(all.size())});
 }
 
-double read_scalar(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kI64:
-      return static_cast<double>(t.contiguous().data<int64_t>()[i]);
-    case DType::kI32:
-      return static_cast<double>(t.contiguous().data<int32_t>()[i]);
-    default:
-      return static_cast<double>(t.to_float_vector()[static_cast<size_t>(i)]);
+// The first n values of t as doubles (int64 timesteps as the model sees them, or floats).
+std::vector<double> read_values(const Tensor& t_in, int64_t n) {
+  const Tensor t = t_in.contiguous();
+  std::vector<double> v(static_cast<size_t>(n));
+  if (is_float(t.dtype())) {
+    const std::vector<float> f = t.to_float_vector();
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = f[static_cast<size_t>(i)];
+    return v;
   }
+  for (int64_t i = 0; i < n; ++i) {
+    v[static_cast<size_t>(i)] = t.dtype() == DType::kI64
+                                    ? static_cast<double>(t.data<int64_t>()[i])
+                                    : static_cast<double>(t.data<int32_t>()[i]);
+  }
+  return v;
+}
+
+void require_float(const Tensor& t, const char* name) {
+  if (t.defined() && !is_float(t.dtype()))
+    throw_input_error(name, ": expected a float tensor (F32/BF16/F16), got ", t.describe());
 }
 
 }  // namespace
@@ -163,9 +175,9 @@ void WanDit::Impl::linear_f32_in(const PackedLinear& linear, const float* in, in
     return;
   }
   const size_t n = static_cast<size_t>(rows * linear.in_features());
-  act16.resize(n);
-  convert_floats(in, DType::kF32, act16.data(), DType::kBF16, n);
-  linear.forward(act16.data(), rows, out);
+  linear_in16.resize(n);
+  convert_floats(in, DType::kF32, linear_in16.data(), DType::kBF16, n);
+  linear.forward(linear_in16.data(), rows, out);
 }
 
 double WanDit::activation_bytes(const DitConfig& c, int64_t tokens) {
@@ -200,6 +212,10 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
   const int64_t dim = c.dim;
 
   // ---- Validate inputs (user-facing errors name the input and what was expected).
+  require_float(s.x, "x");
+  require_float(s.y, "y");
+  require_float(s.context, "context");
+  require_float(s.clip_fea, "clip_fea");
   if (!s.x.defined() || s.x.rank() != 4)
     throw_input_error("x: expected a latent [C, F, H, W], got ",
                       s.x.defined() ? s.x.describe() : "nothing");
@@ -263,14 +279,15 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
   {
     std::vector<double> values;
     const int64_t n = s.t.numel() == 1 ? 1 : L;
-    Tensor tt = s.t.contiguous();
+    const std::vector<double> per_token = read_values(s.t, n);
+    std::unordered_map<double, int64_t> index_of;
     int64_t prev = -1;
     for (int64_t i = 0; i < n; ++i) {
-      const double v = read_scalar(tt, i);
-      auto it = std::find(values.begin(), values.end(), v);
-      const int64_t idx = it == values.end() ? static_cast<int64_t>(values.size())
-                                             : static_cast<int64_t>(it - values.begin());
-      if (it == values.end()) values.push_back(v);
+      const double v = per_token[static_cast<size_t>(i)];
+      if (std::isnan(v)) throw_input_error("t: timestep ", i, " is NaN");
+      auto [it, inserted] = index_of.emplace(v, static_cast<int64_t>(values.size()));
+      if (inserted) values.push_back(v);
+      const int64_t idx = it->second;
       if (idx == prev) {
         st.runs.back().count++;
       } else {
@@ -346,7 +363,7 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
     Tensor clip =
         s.clip_fea.dtype() == DType::kF32 ? s.clip_fea.contiguous() : s.clip_fea.to(DType::kF32);
     if (clip.rank() == 3 && clip.dim(0) == 1) clip = clip.reshape(Shape{clip.dim(1), clip.dim(2)});
-    if (clip.rank() != 2 || clip.dim(1) != c.clip_dim)
+    if (clip.rank() != 2 || clip.dim(1) != c.clip_dim || clip.dim(0) == 0)
       throw_input_error("clip_fea: expected [1, N, ", c.clip_dim, "], got ",
                         s.clip_fea.shape().str());
     const int64_t n = clip.dim(0);

@@ -150,13 +150,15 @@ DitCheckpoint DitCheckpoint::open(const std::string& path,
   } else if (auto cj = find_config_json(path)) {
     ck.config_ = dit_config_from_json(read_text(*cj), cj->string());
     ck.config_source_ = cj->string();
-  } else if (meta.count("config") && ck.layout_ != DitLayout::kDiffusers) {
-    std::string text = meta.at("config");
+  } else if (meta.count("config") || meta.count("source_config")) {
+    // vidax-written and fixture files keep the official constructor kwargs in the metadata
+    // ("source_config" for files converted to diffusers names).
+    std::string text = meta.count("config") ? meta.at("config") : meta.at("source_config");
     if (meta.count("model_type") && text.find("model_type") == std::string::npos) {
       // The fixtures keep model_type beside the constructor kwargs.
       text.insert(text.find('{') + 1, "\"model_type\": \"" + meta.at("model_type") + "\", ");
     }
-    ck.config_ = dit_config_from_json(text, path + " (metadata 'config')");
+    ck.config_ = dit_config_from_json(text, path + " (safetensors metadata)");
     ck.config_source_ = "file metadata";
   } else {
     ck.config_ = infer_dit_config(

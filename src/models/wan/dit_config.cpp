@@ -109,7 +109,8 @@ DitConfig dit_config_from_json(const std::string& json_text, const std::string& 
     c.num_layers = get_or<int64_t>(j, "num_layers", 30, source);
     c.eps = get_or<double>(j, "eps", 1e-6, source);
     c.cross_attn_norm = get_or<bool>(j, "cross_attn_norm", true, source);
-    c.qk_norm = j.contains("qk_norm") && !j["qk_norm"].is_null();
+    // diffusers' default is "rms_norm_across_heads"; an explicit null turns it off.
+    c.qk_norm = !j.contains("qk_norm") || !j["qk_norm"].is_null();
     if (j.contains("image_dim") && !j["image_dim"].is_null()) {
       c.kind = DitKind::kI2V;
       c.clip_dim = get_or<int64_t>(j, "image_dim", 1280, source);
@@ -118,8 +119,10 @@ DitConfig dit_config_from_json(const std::string& json_text, const std::string& 
     const std::string type = get_or<std::string>(j, "model_type", "t2v", source);
     if (type == "t2v")
       c.kind = DitKind::kT2V;
-    else if (type == "i2v" || type == "flf2v")
+    else if (type == "i2v")
       c.kind = DitKind::kI2V;
+    else if (type == "flf2v")
+      throw_input_error(source, ": model_type 'flf2v' (first-last-frame) is not supported yet");
     else if (type == "ti2v")
       c.kind = DitKind::kTI2V;
     else
@@ -140,12 +143,14 @@ DitConfig dit_config_from_json(const std::string& json_text, const std::string& 
   }
   if (j.contains("patch_size")) {
     const auto& p = j["patch_size"];
-    if (!p.is_array() || p.size() != 3) throw_input_error(source, ": patch_size must be [t, h, w]");
+    if (!p.is_array() || p.size() != 3 || !p[0].is_number_integer() || !p[1].is_number_integer() ||
+        !p[2].is_number_integer())
+      throw_input_error(source, ": patch_size must be three integers [t, h, w]");
     for (size_t i = 0; i < 3; ++i) c.patch[i] = p[i].get<int64_t>();
   }
   if (j.contains("window_size") && j["window_size"].is_array()) {
     for (const auto& w : j["window_size"]) {
-      if (w.get<int64_t>() != -1)
+      if (!w.is_number_integer() || w.get<int64_t>() != -1)
         throw_input_error(source,
                           ": local attention window_size is not supported (expected [-1, -1])");
     }
@@ -177,8 +182,12 @@ DitConfig infer_dit_config(const ShapeLookup& shape_of, const std::string& sourc
   int64_t layers = 0;
   while (shape_of("blocks." + std::to_string(layers) + ".self_attn.q.weight")) ++layers;
   c.num_layers = layers;
-  c.num_heads = c.dim / 128;  // every published Wan model uses head_dim 128
-  if (c.num_heads == 0 || c.dim % 128 != 0) c.num_heads = 1;
+  // No tensor shape reveals the head count; every published Wan model uses head_dim 128.
+  if (c.dim % 128 != 0)
+    throw_input_error(source, ": cannot infer the number of attention heads for dim ", c.dim,
+                      " (not a multiple of 128); put the model's config.json next to the weights "
+                      "or pass --config");
+  c.num_heads = c.dim / 128;
   c.qk_norm = shape_of("blocks.0.self_attn.norm_q.weight").has_value();
   c.cross_attn_norm = shape_of("blocks.0.norm3.weight").has_value();
   if (shape_of("img_emb.proj.0.weight")) {

@@ -63,6 +63,7 @@ struct WanDit::Impl {
   // Scratch reused across blocks and calls.
   Buffer<float> x, act, qkv, attn, tmp, hidden, kv;
   Buffer<BFloat16> act16, qkv16, kv16, hidden16;
+  Buffer<BFloat16> linear_in16;  // only linear_f32_in converts into this one
 
   void block_forward(int index, DitState& st);
   // Runs `linear` on f32 rows `in` (converted to bf16 on the bf16 path) into `out`.
