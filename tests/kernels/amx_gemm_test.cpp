@@ -131,6 +131,9 @@ std::vector<Case> cases() {
   out.push_back({100, 1536, 1536});
   out.push_back({300, 4200, 70});
   out.push_back({1950, 40, 17});
+  // Several K-chunked tasks per thread with growing M blocks (the deferred epilogue of a task's
+  // last block must finish before the next task reuses the partial-sum buffer).
+  out.push_back({700, 2100, 40});
   return out;
 }
 

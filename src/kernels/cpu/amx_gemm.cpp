@@ -94,40 +94,6 @@ VIDAX_AMX void pack_a(const BFloat16* x, int64_t x_stride, int64_t k, int64_t r0
   }
 }
 
-// c (32x32 f32, row stride 32) = or += a[steps] x b[steps]: 2 A tiles x 2 B tiles per step.
-VIDAX_AMX void tile_block(const uint16_t* a, const uint16_t* b, int64_t steps, float* c,
-                          bool accumulate) {
-  VIDAX_AMX_BARRIER();
-  if (accumulate) {
-    _tile_loadd(0, c, 128);
-    _tile_loadd(1, c + 16, 128);
-    _tile_loadd(2, c + 16 * 32, 128);
-    _tile_loadd(3, c + 16 * 32 + 16, 128);
-  } else {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-  }
-  for (int64_t s = 0; s < steps; ++s) {
-    _tile_loadd(4, a, 64);
-    _tile_loadd(6, b, 64);
-    _tile_loadd(5, a + kTileElems, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_loadd(7, b + kTileElems, 64);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(3, 5, 7);
-    a += kStepElems;
-    b += kStepElems;
-  }
-  _tile_stored(0, c, 128);
-  _tile_stored(1, c + 16, 128);
-  _tile_stored(2, c + 16 * 32, 128);
-  _tile_stored(3, c + 16 * 32 + 16, 128);
-  VIDAX_AMX_BARRIER();
-}
-
 // Round to nearest even; NaN stays a quiet NaN (as f32_to_bf16).
 VIDAX_AMX inline __m256i to_bf16(__m512 v) {
   const __m512i u = _mm512_castps_si512(v);
@@ -186,39 +152,100 @@ struct Output {
   int64_t n = 0;  // row stride
 };
 
-// Bias, epilogue and store of a finished 32x32 block c (modified in place) at rows r0.., columns
-// n0.. of y; rows/cols: the valid extents.
-VIDAX_AMX void store_block(float* c, int64_t rows, int64_t cols, const float* bias,
-                           GemmEpilogue epilogue, const Output& out, int64_t r0, int64_t n0) {
+// A finished 32x32 block whose epilogue (bias, GELU, conversion, stores) is still to be done,
+// row by row, while the tile unit computes the next block.
+struct PendingBlock {
+  float* c = nullptr;  // 32x32 f32, row stride 32; null: nothing pending
+  int64_t next = 0, rows = 0, cols = 0, r0 = 0, n0 = 0;
+};
+
+struct EpilogueArgs {
+  const float* bias = nullptr;
+  GemmEpilogue epilogue = GemmEpilogue::kNone;
+  Output out;
+};
+
+// Epilogue of rows [pb.next, pb.next + count) of the pending block.
+VIDAX_AMX inline void epilogue_rows(PendingBlock& pb, int64_t count, const EpilogueArgs& ea) {
+  const int64_t end = std::min(pb.rows, pb.next + count);
+  const int64_t cols = pb.cols;
   const __mmask16 m0 = static_cast<__mmask16>(cols >= 16 ? 0xffff : (1u << cols) - 1);
   const __mmask16 m1 = static_cast<__mmask16>(cols >= 32   ? 0xffff
                                               : cols <= 16 ? 0
                                                            : (1u << (cols - 16)) - 1);
-  if (bias != nullptr) {
-    const __m512 b0 = _mm512_maskz_loadu_ps(m0, bias + n0);
-    const __m512 b1 = _mm512_maskz_loadu_ps(m1, bias + n0 + 16);
-    for (int64_t r = 0; r < rows; ++r) {
-      _mm512_store_ps(c + r * 32, _mm512_add_ps(_mm512_load_ps(c + r * 32), b0));
-      _mm512_store_ps(c + r * 32 + 16, _mm512_add_ps(_mm512_load_ps(c + r * 32 + 16), b1));
+  __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
+  if (ea.bias != nullptr) {
+    b0 = _mm512_maskz_loadu_ps(m0, ea.bias + pb.n0);
+    b1 = _mm512_maskz_loadu_ps(m1, ea.bias + pb.n0 + 16);
+  }
+  for (int64_t r = pb.next; r < end; ++r) {
+    float* row = pb.c + r * 32;
+    __m512 v0 = _mm512_add_ps(_mm512_load_ps(row), b0);
+    __m512 v1 = _mm512_add_ps(_mm512_load_ps(row + 16), b1);
+    if (ea.epilogue == GemmEpilogue::kGeluTanh) {
+      v0 = gelu_tanh_ps(v0);
+      v1 = gelu_tanh_ps(v1);
+    } else if (ea.epilogue == GemmEpilogue::kGeluErf) {
+      _mm512_store_ps(row, v0);
+      _mm512_store_ps(row + 16, v1);
+      gelu_erf(row, row, 32);
+      v0 = _mm512_load_ps(row);
+      v1 = _mm512_load_ps(row + 16);
     }
-  }
-  if (epilogue == GemmEpilogue::kGeluTanh) {
-    for (int64_t i = 0; i < rows * 32; i += 16)
-      _mm512_store_ps(c + i, gelu_tanh_ps(_mm512_load_ps(c + i)));
-  } else if (epilogue == GemmEpilogue::kGeluErf) {
-    gelu_erf(c, c, rows * 32);
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    const __m512 v0 = _mm512_load_ps(c + r * 32), v1 = _mm512_load_ps(c + r * 32 + 16);
-    const int64_t at = (r0 + r) * out.n + n0;
-    if (out.f32 != nullptr) {
-      _mm512_mask_storeu_ps(out.f32 + at, m0, v0);
-      _mm512_mask_storeu_ps(out.f32 + at + 16, m1, v1);
+    const int64_t at = (pb.r0 + r) * ea.out.n + pb.n0;
+    if (ea.out.f32 != nullptr) {
+      _mm512_mask_storeu_ps(ea.out.f32 + at, m0, v0);
+      _mm512_mask_storeu_ps(ea.out.f32 + at + 16, m1, v1);
     } else {
-      _mm256_mask_storeu_epi16(out.bf16 + at, m0, to_bf16(v0));
-      _mm256_mask_storeu_epi16(out.bf16 + at + 16, m1, to_bf16(v1));
+      _mm256_mask_storeu_epi16(ea.out.bf16 + at, m0, to_bf16(v0));
+      _mm256_mask_storeu_epi16(ea.out.bf16 + at + 16, m1, to_bf16(v1));
     }
   }
+  pb.next = end;
+}
+
+// c (32x32 f32, row stride 32) = or += a[steps] x b[steps]: 2 A tiles x 2 B tiles per step.
+// Meanwhile the previous block's epilogue (pb) runs a few rows per K step on the vector units,
+// overlapping the tile products; pb is complete (and cleared) before c is stored, so pb.c may
+// be c itself.
+VIDAX_AMX void tile_block(const uint16_t* a, const uint16_t* b, int64_t steps, float* c,
+                          bool accumulate, PendingBlock& pb, const EpilogueArgs& ea) {
+  VIDAX_AMX_BARRIER();
+  if (accumulate) {
+    _tile_loadd(0, c, 128);
+    _tile_loadd(1, c + 16, 128);
+    _tile_loadd(2, c + 16 * 32, 128);
+    _tile_loadd(3, c + 16 * 32 + 16, 128);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  const int64_t per_step = pb.c != nullptr ? ceil_div(pb.rows - pb.next, steps) : 0;
+  for (int64_t s = 0; s < steps; ++s) {
+    _tile_loadd(4, a, 64);
+    _tile_loadd(6, b, 64);
+    _tile_loadd(5, a + kTileElems, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_loadd(7, b + kTileElems, 64);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(3, 5, 7);
+    a += kStepElems;
+    b += kStepElems;
+    if (per_step > 0) epilogue_rows(pb, per_step, ea);
+  }
+  if (pb.c != nullptr) {
+    epilogue_rows(pb, pb.rows, ea);
+    pb.c = nullptr;
+  }
+  VIDAX_AMX_BARRIER();
+  _tile_stored(0, c, 128);
+  _tile_stored(1, c + 16, 128);
+  _tile_stored(2, c + 16 * 32, 128);
+  _tile_stored(3, c + 16 * 32 + 16, 128);
+  VIDAX_AMX_BARRIER();
 }
 
 struct Plan {
@@ -236,6 +263,11 @@ VIDAX_AMX void run_thread(const Plan& plan, const BFloat16* x, int64_t x_stride,
   static thread_local ThreadBuffer a_buf, c_buf;
   alignas(64) float scratch[32 * 32];
   const TileConfig config;
+  PendingBlock pending;
+  EpilogueArgs ea;
+  ea.bias = w.bias();
+  ea.epilogue = epilogue;
+  ea.out = out;
   VIDAX_AMX_BARRIER();
   _tile_loadconfig(&config);
   for (int64_t t = t0; t < t1; ++t) {
@@ -244,6 +276,11 @@ VIDAX_AMX void run_thread(const Plan& plan, const BFloat16* x, int64_t x_stride,
                   sub1 = plan.subs * (mb + 1) / plan.m_blocks;
     const int64_t subs = sub1 - sub0, r0 = sub0 * 32, rows = std::min(plan.m, sub1 * 32) - r0;
     const int64_t p0 = w.panels() * ng / plan.n_groups, p1 = w.panels() * (ng + 1) / plan.n_groups;
+    // The pending block may live in c_buf, which get() below may reallocate.
+    if (pending.c != nullptr && plan.chunks > 1) {
+      epilogue_rows(pending, pending.rows, ea);
+      pending.c = nullptr;
+    }
     auto* a = static_cast<uint16_t*>(a_buf.get(subs * plan.chunk_steps * kStepElems * 2));
     float* c_all = plan.chunks > 1
                        ? static_cast<float*>(c_buf.get((p1 - p0) * subs * 1024 * sizeof(float)))
@@ -257,16 +294,20 @@ VIDAX_AMX void run_thread(const Plan& plan, const BFloat16* x, int64_t x_stride,
         const uint16_t* b = w.panel(p) + s0 * kStepElems;
         for (int64_t sub = 0; sub < subs; ++sub) {
           float* c = c_all != nullptr ? c_all + ((p - p0) * subs + sub) * 1024 : scratch;
-          tile_block(a + sub * steps * kStepElems, b, steps, c, ch > 0);
+          tile_block(a + sub * steps * kStepElems, b, steps, c, ch > 0, pending, ea);
           if (last) {
-            const int64_t sr = std::min<int64_t>(32, rows - sub * 32);
-            const int64_t sc = std::min<int64_t>(32, w.n() - p * 32);
-            store_block(c, sr, sc, w.bias(), epilogue, out, r0 + sub * 32, p * 32);
+            pending.c = c;
+            pending.next = 0;
+            pending.rows = std::min<int64_t>(32, rows - sub * 32);
+            pending.cols = std::min<int64_t>(32, w.n() - p * 32);
+            pending.r0 = r0 + sub * 32;
+            pending.n0 = p * 32;
           }
         }
       }
     }
   }
+  if (pending.c != nullptr) epilogue_rows(pending, pending.rows, ea);
   _tile_release();
   VIDAX_AMX_BARRIER();
 }
