@@ -15,19 +15,12 @@
 #include <vector>
 
 #include "hwy/targets.h"
+#include "support/test_support.h"
 
 namespace vidax {
 namespace {
 
-// Runs `body` once per SIMD target that was compiled and that this CPU supports.
-void for_each_target(const std::function<void()>& body) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    SCOPED_TRACE(hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
-    body();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
+using vidax::testing::for_each_target;
 
 uint32_t f32_bits(float f) {
   uint32_t u;

@@ -17,19 +17,12 @@
 
 #include "core/dtype.h"
 #include "hwy/targets.h"
+#include "support/test_support.h"
 
 namespace vidax {
 namespace {
 
-// Runs `body` once per SIMD target that was compiled and that this CPU supports.
-void for_each_target(const std::function<void()>& body) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    SCOPED_TRACE(hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
-    body();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
+using vidax::testing::for_each_target;
 
 // Distance in units in the last place (f32 values ordered as integers; subnormals included).
 // NaN vs NaN is 0; NaN vs anything else is "infinite".

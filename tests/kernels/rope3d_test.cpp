@@ -25,14 +25,7 @@
 namespace vidax {
 namespace {
 
-void for_each_target(const std::function<void()>& body) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    SCOPED_TRACE(hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
-    body();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
+using vidax::testing::for_each_target;
 
 std::vector<float> normal_floats(size_t n, uint32_t seed) {
   std::mt19937 gen(seed);

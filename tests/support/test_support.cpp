@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "hwy/targets.h"
+
 namespace vidax::testing {
 
 std::string wan_fixture(const std::string& name) {
@@ -56,6 +58,15 @@ Tensor random_tensor(const Shape& shape, uint32_t seed, float scale) {
   float* p = t.mutable_data<float>();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(gen);
   return t;
+}
+
+void for_each_target(const std::function<void()>& body) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    SCOPED_TRACE(hwy::TargetName(target));
+    hwy::SetSupportedTargetsForTest(target);
+    body();
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TempDir::TempDir() {

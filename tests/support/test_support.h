@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ std::string wan_fixture(const std::string& name);
 
 std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
 Tensor random_tensor(const Shape& shape, uint32_t seed, float scale = 1.0f);
+
+// Runs `body` once per Highway SIMD target that was compiled and that this CPU supports
+// (hwy::SetSupportedTargetsForTest), then restores normal dispatch.
+void for_each_target(const std::function<void()>& body);
 
 // Temporary directory removed at destruction.
 class TempDir {

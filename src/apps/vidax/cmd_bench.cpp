@@ -110,7 +110,7 @@ void bench_dit(const BenchArgs& a) {
   }
   profile::set_enabled(false);
   const double seconds = total / static_cast<double>(a.iters);
-  const double flops = wan::WanDit::forward_flops(cfg, tokens, s.context.dim(0));
+  const double flops = wan::WanDit::forward_flops(cfg, tokens);
   const double gflops = flops / seconds * 1e-9;
   PeakFlops peak;
   if (!a.no_peak) peak = measure_peak_flops();

@@ -189,7 +189,7 @@ double WanDit::activation_bytes(const DitConfig& c, int64_t tokens) {
               8.0 * static_cast<double>(c.in_dim * c.patch_volume()));
 }
 
-double WanDit::forward_flops(const DitConfig& c, int64_t L, int64_t ctx_tokens) {
+double WanDit::forward_flops(const DitConfig& c, int64_t L) {
   const double d = static_cast<double>(c.dim), l = static_cast<double>(L);
   const double tl = static_cast<double>(c.text_len);
   double per_block = 2 * l * 4 * d * d                       // q, k, v, o
@@ -202,7 +202,6 @@ double WanDit::forward_flops(const DitConfig& c, int64_t L, int64_t ctx_tokens) 
   total += 2 * l * d * static_cast<double>(c.in_dim * c.patch_volume());   // patch embedding
   total += 2 * tl * (static_cast<double>(c.text_dim) * d + d * d);         // text embedding
   total += 2 * l * d * static_cast<double>(c.out_dim * c.patch_volume());  // head
-  (void)ctx_tokens;
   return total;
 }
 

@@ -61,7 +61,7 @@ class WanDit {
   static double activation_bytes(const DitConfig& config, int64_t tokens);
 
   // Multiply-add FLOPs x 2 of one forward over `tokens` tokens (used by benchmarks).
-  static double forward_flops(const DitConfig& config, int64_t tokens, int64_t context_tokens);
+  static double forward_flops(const DitConfig& config, int64_t tokens);
 
  private:
   struct Impl;

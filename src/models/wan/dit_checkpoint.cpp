@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "core/convert.h"
 #include "models/wan/dit_tensors.h"
@@ -57,6 +58,15 @@ const std::vector<std::pair<std::string, std::string>>& diffusers_renames() {
 }
 
 bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+// "x.weight" -> "x.scale_weight" (ComfyUI's per-tensor fp8 scale); nullopt for other names.
+std::optional<std::string> scale_weight_name(const std::string& weight_name) {
+  constexpr std::string_view kSuffix = ".weight";
+  if (weight_name.size() <= kSuffix.size() ||
+      weight_name.compare(weight_name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
+    return std::nullopt;
+  return weight_name.substr(0, weight_name.size() - kSuffix.size()) + ".scale_weight";
+}
 
 std::string read_text(const fs::path& p) {
   std::ifstream in(p);
@@ -190,12 +200,8 @@ DitCheckpoint DitCheckpoint::open(const std::string& path,
     }
     if (!is_float(e.dtype))
       ck.bad_dtype_.push_back(fname + " (" + std::string(dtype_name(e.dtype)) + ")");
-    const std::string scale = fname + ".scale_weight";  // ComfyUI scaled fp8
-    if (fname.size() > 7 && fname.substr(fname.size() - 7) == ".weight") {
-      const std::string s2 = fname.substr(0, fname.size() - 7) + ".scale_weight";
-      if (ck.source_.contains(s2)) used.insert(s2);
-    }
-    (void)scale;
+    if (auto scale = scale_weight_name(fname); scale && ck.source_.contains(*scale))
+      used.insert(*scale);  // ComfyUI scaled fp8: consumed by get()
   }
   for (const auto& n : names) {
     if (used.count(n)) continue;
@@ -239,10 +245,10 @@ std::string DitCheckpoint::file_name(const std::string& official) const {
 Tensor DitCheckpoint::get(const std::string& official) const {
   const std::string fname = file_name(official);
   Tensor t = source_.tensor(fname);
-  if ((t.dtype() == DType::kF8E4M3 || t.dtype() == DType::kF8E5M2) && fname.size() > 7 &&
-      fname.substr(fname.size() - 7) == ".weight") {
-    const std::string s = fname.substr(0, fname.size() - 7) + ".scale_weight";
-    if (source_.contains(s)) {
+  if (t.dtype() == DType::kF8E4M3 || t.dtype() == DType::kF8E5M2) {
+    const auto scale_name = scale_weight_name(fname);
+    if (scale_name && source_.contains(*scale_name)) {
+      const std::string& s = *scale_name;
       const std::vector<float> scale = source_.tensor(s).to_float_vector();
       if (scale.size() != 1) throw_input_error(path_, ": '", s, "' must hold one value");
       Tensor f = t.to(DType::kF32);
