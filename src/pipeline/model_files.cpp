@@ -1,0 +1,151 @@
+#include "pipeline/model_files.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <vector>
+
+#include "core/error.h"
+
+namespace vidax {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+bool is_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+// Regular files directly in `dir` whose name ends with `suffix`, sorted.
+std::vector<fs::path> files_with_suffix(const fs::path& dir, const std::string& suffix) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file(ec) && name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool contains_ci(std::string text, std::string needle) {
+  auto lower = [](std::string& s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  };
+  lower(text);
+  lower(needle);
+  return text.find(needle) != std::string::npos;
+}
+
+// The single file in `candidates` (after keeping those whose name contains `prefer`, when any
+// does); an error naming `what` and the folder otherwise.
+std::string pick_one(std::vector<fs::path> candidates, const std::string& prefer,
+                     const fs::path& dir, const std::string& what) {
+  if (!prefer.empty()) {
+    std::vector<fs::path> preferred;
+    for (const auto& c : candidates)
+      if (contains_ci(c.filename().string(), prefer)) preferred.push_back(c);
+    if (!preferred.empty()) candidates = preferred;
+  }
+  if (candidates.empty())
+    throw_input_error(dir.string(), ": no ", what, " found (expected a .safetensors file)");
+  if (candidates.size() > 1) {
+    std::string names;
+    for (const auto& c : candidates) names += (names.empty() ? "" : ", ") + c.filename().string();
+    throw_input_error(dir.string(), ": several ", what, " candidates (", names,
+                      "); choose one with the matching --dit/--t5/--vae flag");
+  }
+  return candidates[0].string();
+}
+
+ModelFiles resolve_official(const fs::path& dir) {
+  ModelFiles f;
+  f.layout = "official";
+  if (is_file(dir / "diffusion_pytorch_model.safetensors.index.json"))
+    f.dit = (dir / "diffusion_pytorch_model.safetensors.index.json").string();
+  else if (is_file(dir / "diffusion_pytorch_model.safetensors"))
+    f.dit = (dir / "diffusion_pytorch_model.safetensors").string();
+  for (const char* name :
+       {"models_t5_umt5-xxl-enc-bf16.pth", "models_t5_umt5-xxl-enc-bf16.safetensors"})
+    if (f.t5.empty() && is_file(dir / name)) f.t5 = (dir / name).string();
+  for (const char* name : {"Wan2.1_VAE.pth", "Wan2.2_VAE.pth", "Wan2.1_VAE.safetensors"})
+    if (f.vae.empty() && is_file(dir / name)) f.vae = (dir / name).string();
+  if (is_file(dir / "google/umt5-xxl/spiece.model"))
+    f.tokenizer = (dir / "google/umt5-xxl").string();
+  return f;
+}
+
+ModelFiles resolve_diffusers(const fs::path& dir) {
+  ModelFiles f;
+  f.layout = "diffusers";
+  if (is_dir(dir / "transformer")) f.dit = (dir / "transformer").string();
+  if (is_dir(dir / "text_encoder")) f.t5 = (dir / "text_encoder").string();
+  if (is_dir(dir / "vae")) f.vae = (dir / "vae").string();
+  if (is_dir(dir / "tokenizer")) f.tokenizer = (dir / "tokenizer").string();
+  return f;
+}
+
+// Only the files not given explicitly are looked up, so a flag resolves an ambiguity.
+ModelFiles resolve_comfyui(fs::path dir, const ModelFiles& given) {
+  if (is_dir(dir / "split_files")) dir /= "split_files";
+  ModelFiles f;
+  f.layout = "comfyui";
+  if (given.dit.empty())
+    f.dit = pick_one(files_with_suffix(dir / "diffusion_models", ".safetensors"), "",
+                     dir / "diffusion_models", "diffusion model");
+  if (given.t5.empty())
+    f.t5 = pick_one(files_with_suffix(dir / "text_encoders", ".safetensors"), "umt5",
+                    dir / "text_encoders", "umT5 text encoder");
+  if (given.vae.empty())
+    f.vae = pick_one(files_with_suffix(dir / "vae", ".safetensors"), "wan", dir / "vae", "VAE");
+  return f;  // ComfyUI ships no spiece.model: --tokenizer is required
+}
+
+}  // namespace
+
+ModelFiles resolve_model_files(const std::string& model_dir, const ModelFiles& explicit_paths) {
+  ModelFiles f;
+  if (model_dir.empty()) {
+    f.layout = "explicit";
+  } else {
+    const fs::path dir(model_dir);
+    if (!is_dir(dir)) throw_input_error("--model: ", model_dir, " is not a folder");
+    if (is_file(dir / "model_index.json") || is_dir(dir / "transformer"))
+      f = resolve_diffusers(dir);
+    else if (is_dir(dir / "diffusion_models") || is_dir(dir / "split_files"))
+      f = resolve_comfyui(dir, explicit_paths);
+    else
+      f = resolve_official(dir);
+  }
+  if (!explicit_paths.dit.empty()) f.dit = explicit_paths.dit;
+  if (!explicit_paths.t5.empty()) f.t5 = explicit_paths.t5;
+  if (!explicit_paths.vae.empty()) f.vae = explicit_paths.vae;
+  if (!explicit_paths.tokenizer.empty()) f.tokenizer = explicit_paths.tokenizer;
+
+  const std::string where = model_dir.empty()
+                                ? std::string("no --model given")
+                                : str_cat("--model ", model_dir, " (", f.layout, " layout)");
+  auto need = [&](const std::string& value, const char* flag, const char* what) {
+    if (value.empty()) throw_input_error(where, ": no ", what, " found; pass ", flag, " FILE");
+  };
+  need(f.dit, "--dit", "diffusion transformer");
+  need(f.t5, "--t5", "umT5 text encoder");
+  need(f.vae, "--vae", "VAE");
+  if (f.tokenizer.empty()) {
+    if (f.layout == "comfyui")
+      throw_input_error(where,
+                        ": ComfyUI folders ship no sentencepiece tokenizer; pass "
+                        "--tokenizer PATH/spiece.model (from google/umt5-xxl)");
+    need(f.tokenizer, "--tokenizer", "tokenizer (spiece.model)");
+  }
+  return f;
+}
+
+}  // namespace vidax

@@ -1,0 +1,23 @@
+// Finding the four files of a text-to-video model (DiT, T5 text encoder, VAE, tokenizer) in a
+// folder as users download it: the official Wan repository (Wan-AI/Wan2.1-T2V-1.3B: DiT
+// safetensors + config.json at the top, `models_t5_umt5-xxl-enc-bf16.pth`, `Wan2.1_VAE.pth`,
+// `google/umt5-xxl/spiece.model`), the diffusers repository (`transformer/`, `text_encoder/`,
+// `vae/`, `tokenizer/`), or a ComfyUI models folder (`diffusion_models/`, `text_encoders/`,
+// `vae/`; ComfyUI ships no sentencepiece model, so the tokenizer must be given explicitly).
+// Explicit paths override what the folder provides. Pure function of the file system.
+#pragma once
+
+#include <string>
+
+namespace vidax {
+
+struct ModelFiles {
+  std::string dit, t5, vae, tokenizer;  // files or folders, each accepted by its loader
+  std::string layout;                   // "official", "diffusers", "comfyui" or "explicit"
+};
+
+// `model_dir` may be empty (then all four explicit paths are required). Throws InputError
+// naming the folder, what layout was recognised and which file is missing or ambiguous.
+ModelFiles resolve_model_files(const std::string& model_dir, const ModelFiles& explicit_paths);
+
+}  // namespace vidax

@@ -1,0 +1,99 @@
+#include "pipeline/model_files.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "support/test_support.h"
+
+namespace vidax {
+namespace {
+
+namespace fs = std::filesystem;
+
+void touch(const std::string& path) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << "x";
+}
+
+std::string error_of(const std::string& dir, const ModelFiles& flags = {}) {
+  try {
+    resolve_model_files(dir, flags);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelFiles, OfficialRepository) {
+  testing::TempDir d;
+  touch(d.file("diffusion_pytorch_model.safetensors"));
+  touch(d.file("config.json"));
+  touch(d.file("models_t5_umt5-xxl-enc-bf16.pth"));
+  touch(d.file("Wan2.1_VAE.pth"));
+  touch(d.file("google/umt5-xxl/spiece.model"));
+  const ModelFiles f = resolve_model_files(d.path(), {});
+  EXPECT_EQ(f.layout, "official");
+  EXPECT_EQ(f.dit, d.file("diffusion_pytorch_model.safetensors"));
+  EXPECT_EQ(f.t5, d.file("models_t5_umt5-xxl-enc-bf16.pth"));
+  EXPECT_EQ(f.vae, d.file("Wan2.1_VAE.pth"));
+  EXPECT_EQ(f.tokenizer, d.file("google/umt5-xxl"));
+  // A sharded DiT index wins over a stray single file.
+  touch(d.file("diffusion_pytorch_model.safetensors.index.json"));
+  EXPECT_EQ(resolve_model_files(d.path(), {}).dit,
+            d.file("diffusion_pytorch_model.safetensors.index.json"));
+}
+
+TEST(ModelFiles, DiffusersRepository) {
+  testing::TempDir d;
+  touch(d.file("model_index.json"));
+  for (const char* sub : {"transformer/config.json", "text_encoder/config.json", "vae/config.json",
+                          "tokenizer/spiece.model"})
+    touch(d.file(sub));
+  const ModelFiles f = resolve_model_files(d.path(), {});
+  EXPECT_EQ(f.layout, "diffusers");
+  EXPECT_EQ(f.dit, d.file("transformer"));
+  EXPECT_EQ(f.t5, d.file("text_encoder"));
+  EXPECT_EQ(f.vae, d.file("vae"));
+  EXPECT_EQ(f.tokenizer, d.file("tokenizer"));
+}
+
+TEST(ModelFiles, ComfyUiFolderNeedsTokenizerFlag) {
+  testing::TempDir d;
+  touch(d.file("diffusion_models/wan2.1_t2v_1.3B_bf16.safetensors"));
+  touch(d.file("text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors"));
+  touch(d.file("text_encoders/clip_l.safetensors"));  // other encoders are ignored
+  touch(d.file("vae/wan_2.1_vae.safetensors"));
+  const std::string err = error_of(d.path());
+  EXPECT_NE(err.find("--tokenizer"), std::string::npos) << err;
+  ModelFiles flags;
+  flags.tokenizer = "/some/spiece.model";
+  const ModelFiles f = resolve_model_files(d.path(), flags);
+  EXPECT_EQ(f.layout, "comfyui");
+  EXPECT_EQ(f.t5, d.file("text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors"));
+  EXPECT_EQ(f.vae, d.file("vae/wan_2.1_vae.safetensors"));
+  EXPECT_EQ(f.tokenizer, "/some/spiece.model");
+  // Two diffusion models: ambiguous, the message names both and the flag to choose.
+  touch(d.file("diffusion_models/wan2.1_t2v_14B_bf16.safetensors"));
+  const std::string amb = error_of(d.path(), flags);
+  EXPECT_NE(amb.find("wan2.1_t2v_14B_bf16.safetensors"), std::string::npos) << amb;
+  EXPECT_NE(amb.find("--dit"), std::string::npos) << amb;
+  flags.dit = d.file("diffusion_models/wan2.1_t2v_14B_bf16.safetensors");
+  EXPECT_EQ(resolve_model_files(d.path(), flags).dit, flags.dit);
+}
+
+TEST(ModelFiles, ExplicitFilesAndErrors) {
+  ModelFiles flags{"a.safetensors", "t5.pth", "vae.pth", "spiece.model", ""};
+  EXPECT_EQ(resolve_model_files("", flags).layout, "explicit");
+  flags.vae.clear();
+  EXPECT_NE(error_of("", flags).find("--vae"), std::string::npos);
+  EXPECT_NE(error_of("/no/such/folder").find("not a folder"), std::string::npos);
+  testing::TempDir d;
+  touch(d.file("diffusion_pytorch_model.safetensors"));
+  const std::string err = error_of(d.path());
+  EXPECT_NE(err.find("official layout"), std::string::npos) << err;
+  EXPECT_NE(err.find("--t5"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace vidax
