@@ -1,0 +1,133 @@
+// `vidax generate`: text to video with a Wan T2V model, as the official pipeline does it.
+//   vidax generate --model DIR --prompt "..." -o out.mp4
+//   vidax generate --dit F --t5 F --vae F --tokenizer F --prompt "..." -o out.mp4
+// `--dry-run` prints the plan (files, configs, tokens, memory per phase) and loads nothing.
+#include <unistd.h>
+
+#include <cstdio>
+#include <random>
+
+#include "apps/vidax/commands.h"
+#include "core/error.h"
+#include "io/temp_paths.h"
+#include "pipeline/text_to_video.h"
+#include "sampling/scheduler.h"
+
+namespace vidax::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model, dit, t5, vae, tokenizer;
+  std::string prompt, negative_prompt, size = "832x480", sampler = "unipc", precision = "bf16";
+  std::string output = "out.mp4";
+  bool negative_given = false;
+  int64_t frames = 81, steps = 50, seed = -1, vae_tile = 0;
+  double shift = 5.0, guide_scale = 5.0, fps = 16;
+  bool dry_run = false, progress = false, no_hash = false, json = false;
+};
+
+std::string joined_command_line(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  return s;
+}
+
+GenerateOptions to_options(const GenerateArgs& a) {
+  GenerateOptions o;
+  o.files = resolve_model_files(a.model, ModelFiles{a.dit, a.t5, a.vae, a.tokenizer, ""});
+  if (a.prompt.empty()) throw_input_error("--prompt: the prompt is empty");
+  o.prompt = a.prompt;
+  if (a.negative_given) o.negative_prompt = a.negative_prompt;
+  const auto [w, h] = parse_size(a.size, "--size");
+  o.video = {w, h, a.frames};
+  if (a.steps < 1 || a.steps > 1000) throw_input_error("--steps: expected 1..1000, got ", a.steps);
+  if (a.sampler != "unipc" && a.sampler != "dpm++" && a.sampler != "euler")
+    throw_input_error("--sampler: expected unipc, dpm++ or euler, got '", a.sampler, "'");
+  if (!(a.shift > 0)) throw_input_error("--shift: expected a positive number, got ", a.shift);
+  if (!(a.guide_scale >= 0))
+    throw_input_error("--guide-scale: expected a number >= 0, got ", a.guide_scale);
+  if (!(a.fps > 0 && a.fps <= 1000)) throw_input_error("--fps: expected 0 < fps <= 1000");
+  if (a.vae_tile < 0) throw_input_error("--vae-tile: expected >= 0, got ", a.vae_tile);
+  o.denoise.sampler = a.sampler;
+  o.denoise.steps = static_cast<int>(a.steps);
+  o.denoise.shift = a.shift;
+  o.denoise.guide_scale = a.guide_scale;
+  // As the reference: a negative seed draws a random one (recorded in the sidecar).
+  o.seed = a.seed >= 0
+               ? static_cast<uint64_t>(a.seed)
+               : (static_cast<uint64_t>(std::random_device{}()) << 31) ^ std::random_device{}();
+  o.precision = wan::parse_precision(a.precision, "--precision");
+  o.output = a.output;
+  o.fps = a.fps;
+  o.vae_tile = a.vae_tile;
+  o.hash_models = !a.no_hash;
+  return o;
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app, int argc, char** argv) {
+  auto a = std::make_shared<GenerateArgs>();
+  auto* cmd = app.add_subcommand("generate", "Text to video with a Wan T2V model");
+  cmd->add_option("--model", a->model,
+                  "model folder: official Wan repo, diffusers repo or ComfyUI models folder");
+  cmd->add_option("--dit", a->dit, "diffusion transformer file/folder (overrides --model)");
+  cmd->add_option("--t5", a->t5, "umT5 text encoder file/folder (overrides --model)");
+  cmd->add_option("--vae", a->vae, "VAE file/folder (overrides --model)");
+  cmd->add_option("--tokenizer", a->tokenizer, "spiece.model or the folder holding it");
+  cmd->add_option("--prompt,-p", a->prompt, "text prompt")->required();
+  auto* negative = cmd->add_option("--negative-prompt", a->negative_prompt,
+                                   "negative prompt (default: the official Wan negative prompt)");
+  cmd->add_option("--size", a->size, "WIDTHxHEIGHT, multiples of 16 (default 832x480)");
+  cmd->add_option("--frames", a->frames, "frame count, 4k+1 (default 81)");
+  cmd->add_option("--steps", a->steps, "denoising steps (default 50)");
+  cmd->add_option("--sampler", a->sampler, "unipc | dpm++ | euler (default unipc)");
+  cmd->add_option("--shift", a->shift, "flow-matching sigma shift (default 5.0)");
+  cmd->add_option("--guide-scale", a->guide_scale, "classifier-free guidance scale (default 5.0)");
+  cmd->add_option("--seed", a->seed, "noise seed (default: random, recorded in the sidecar)");
+  cmd->add_option("--precision", a->precision, "bf16 | fp32 for the DiT (default bf16)");
+  cmd->add_option("--fps", a->fps, "frames per second of the output (default 16)");
+  cmd->add_option("--vae-tile", a->vae_tile,
+                  "decode in spatial tiles of this many latent pixels (default: no tiling)");
+  cmd->add_option("-o,--output", a->output, "out.mp4 | out.webm | folder/ of PNG frames");
+  cmd->add_flag("--dry-run", a->dry_run, "print the plan and memory estimate, load nothing");
+  cmd->add_flag("--progress", a->progress, "progress display even when stderr is not a terminal");
+  cmd->add_flag("--no-hash", a->no_hash, "skip the SHA-256 of the model files in the sidecar");
+  cmd->add_flag("--json", a->json, "print the plan (dry run) or the result as JSON on stdout");
+  const std::string command_line = joined_command_line(argc, argv);
+  cmd->callback([a, command_line, negative] {
+    a->negative_given = negative->count() > 0;
+    GenerateOptions o = to_options(*a);
+    o.command_line = command_line;
+    const GenerationPlan plan = plan_generation(o);
+    if (a->dry_run) {
+      if (a->json)
+        std::printf("%s\n", plan.to_json().dump(2).c_str());
+      else
+        std::printf("%s", plan.to_text().c_str());
+      return;
+    }
+    require_fits(plan.memory, plan.available_bytes);
+    install_temp_cleanup_handlers();
+    Progress progress(stderr, Progress::should_enable(a->progress));
+    const GenerationResult r = generate(o, plan, progress);
+    if (a->json) {
+      nlohmann::json j = {{"output", r.output},
+                          {"sidecar", r.sidecar},
+                          {"frames", r.frames},
+                          {"seed", o.seed},
+                          {"seconds_per_step", r.seconds_per_step},
+                          {"encode_seconds", r.encode_seconds},
+                          {"denoise_seconds", r.denoise_seconds},
+                          {"decode_seconds", r.decode_seconds},
+                          {"total_seconds", r.total_seconds}};
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      std::fprintf(stderr, "vidax: wrote %s (%lld frames, seed %llu) in %.1f s; settings in %s\n",
+                   r.output.c_str(), static_cast<long long>(r.frames),
+                   static_cast<unsigned long long>(o.seed), r.total_seconds, r.sidecar.c_str());
+    }
+  });
+}
+
+}  // namespace vidax::cli

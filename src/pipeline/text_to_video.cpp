@@ -1,0 +1,323 @@
+#include "pipeline/text_to_video.h"
+
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "core/error.h"
+#include "io/temp_paths.h"
+#include "io/video_writer.h"
+#include "models/wan/dit_checkpoint.h"
+#include "models/wan/dit_tensors.h"
+#include "models/wan/t5_checkpoint.h"
+#include "models/wan/t5_encoder.h"
+#include "models/wan/tokenizer.h"
+#include "models/wan/vae.h"
+#include "models/wan/vae_checkpoint.h"
+#include "pipeline/model_hashes.h"
+#include "sampling/torch_randn.h"
+
+namespace vidax {
+
+const char* const kWanDefaultNegativePrompt =
+    "色调艳丽，过曝，静态，细节模糊不清，字幕，风格，作品，画作，画面，静止，整体发灰，最差质量，"
+    "低质量，JPEG压缩残留，丑陋的，残缺的，多余的手指，画得不好的手部，画得不好的脸部，畸形的，"
+    "毁容的，形态畸形的肢体，手指融合，静止不动的画面，杂乱的背景，三条腿，背景人很多，倒着走";
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double peak_rss_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) * 1024.0;
+}
+
+std::string precision_name(wan::Precision p) {
+  return p == wan::Precision::kBF16 ? "bf16" : "fp32";
+}
+
+// What survives across phases: the two contexts, the latent and scheduler state, and the
+// process itself (code, oneDNN, allocator slack) — measured as ~150 MiB for `vidax inspect`.
+double resident_bytes(const wan::T5Config& t5, const LatentGeometry& g) {
+  const double contexts = 2.0 * static_cast<double>(t5.text_len * t5.dim) * 4;
+  const double latents = 6.0 * static_cast<double>(g.channels * g.frames * g.height * g.width) * 4;
+  return contexts + latents + 150.0 * (1 << 20);
+}
+
+}  // namespace
+
+std::string sidecar_path_for(const std::string& output) {
+  std::string base = output;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  return base + ".json";
+}
+
+GenerationPlan plan_generation(const GenerateOptions& o) {
+  GenerationPlan plan;
+  plan.files = o.files;
+  const auto dit = wan::DitCheckpoint::open(o.files.dit);
+  dit.require_loadable();
+  const auto t5 = wan::T5Checkpoint::open(o.files.t5);
+  t5.require_loadable();
+  const auto vae = wan::VaeCheckpoint::open(o.files.vae);
+  vae.require_loadable();
+  wan::Tokenizer::open(o.files.tokenizer);  // fails early on a bad tokenizer path
+
+  const wan::DitConfig& dc = dit.config();
+  const wan::T5Config& tc = t5.config();
+  const wan::VaeConfig& vc = vae.config();
+  if (dc.kind == wan::DitKind::kI2V)
+    throw_input_error(o.files.dit, ": a '", dc.kind_name(),
+                      "' model needs an input image; vidax generate runs text-to-video models");
+  if (dc.text_dim != tc.dim)
+    throw_input_error(o.files.t5, ": text encoder width ", tc.dim, " does not match the DiT's ",
+                      "text_dim ", dc.text_dim, " (", o.files.dit, ")");
+  if (dc.in_dim != vc.z_dim || dc.out_dim != vc.z_dim)
+    throw_input_error(o.files.vae, ": VAE latent channels ", vc.z_dim,
+                      " do not match the DiT's in_dim/out_dim ", dc.in_dim, "/", dc.out_dim, " (",
+                      o.files.dit, ")");
+
+  GeometryRules rules;
+  rules.temporal_stride = vc.temporal_stride() * dc.patch[0];
+  rules.spatial_multiple = vc.spatial_stride() * dc.patch[1];
+  validate_video_request(o.video, rules);
+  plan.latent = latent_geometry(o.video, vc.z_dim, vc.temporal_stride(), vc.spatial_stride(),
+                                dc.patch[0], dc.patch[1]);
+  plan.seq_len = plan.latent.tokens;  // ceil(...) with one sequence-parallel rank
+
+  plan.dit_model = dc.kind_name();
+  plan.dit_layout = wan::layout_name(dit.layout());
+  plan.t5_layout = wan::t5_layout_name(t5.layout());
+  plan.vae_version = vc.version_name();
+  plan.dit_config = json::parse(dc.to_json());
+  plan.t5_config = json::parse(tc.to_json());
+  plan.vae_config = json::parse(vc.to_json());
+
+  // The text encoder runs on the real tokens only; 512 is the worst case.
+  const double t5_weights = static_cast<double>(wan::T5Encoder::weight_bytes(tc, o.precision));
+  const double dit_weights = static_cast<double>(wan::dit_parameter_count(dc)) *
+                             (o.precision == wan::Precision::kBF16 ? 2.0 : 4.0);
+  wan::VaeDecodeOptions tiling;
+  tiling.tile_h = tiling.tile_w = o.vae_tile;
+  tiling.overlap = o.vae_tile > 0 ? std::max<int64_t>(1, o.vae_tile / 8) : 0;
+  const double vae_weights =
+      static_cast<double>(wan::WanVae::weight_bytes(vc, wan::Precision::kFP32));
+  const double vae_peak = static_cast<double>(wan::WanVae::decode_peak_bytes(
+      vc, o.video.height, o.video.width, wan::Precision::kFP32, tiling));
+  plan.memory.phases = {
+      {"encode text", t5_weights,
+       static_cast<double>(wan::T5Encoder::activation_bytes(tc, tc.text_len))},
+      {"denoise", dit_weights, wan::WanDit::activation_bytes(dc, plan.latent.tokens)},
+      {"decode", vae_weights, std::max(0.0, vae_peak - vae_weights)}};
+  plan.memory.resident_bytes = resident_bytes(tc, plan.latent);
+  plan.available_bytes = available_memory_bytes();
+  return plan;
+}
+
+json GenerationPlan::to_json() const {
+  json phases = json::array();
+  for (const auto& p : memory.phases)
+    phases.push_back({{"phase", p.phase},
+                      {"weight_bytes", p.weight_bytes},
+                      {"activation_bytes", p.activation_bytes},
+                      {"total_bytes", p.total()}});
+  return {{"files",
+           {{"layout", files.layout},
+            {"dit", files.dit},
+            {"t5", files.t5},
+            {"vae", files.vae},
+            {"tokenizer", files.tokenizer}}},
+          {"dit", {{"model", dit_model}, {"layout", dit_layout}, {"config", dit_config}}},
+          {"t5", {{"layout", t5_layout}, {"config", t5_config}}},
+          {"vae", {{"version", vae_version}, {"config", vae_config}}},
+          {"latent", {latent.channels, latent.frames, latent.height, latent.width}},
+          {"tokens", latent.tokens},
+          {"seq_len", seq_len},
+          {"memory",
+           {{"phases", phases},
+            {"resident_bytes", memory.resident_bytes},
+            {"peak_bytes", memory.peak_bytes()},
+            {"available_bytes", available_bytes},
+            {"fits", available_bytes <= 0 || memory.peak_bytes() <= available_bytes}}}};
+}
+
+std::string GenerationPlan::to_text() const {
+  std::ostringstream s;
+  s << "files (" << files.layout << " layout)\n"
+    << "  dit        " << files.dit << "  [" << dit_layout << ", " << dit_model << "]\n"
+    << "  t5         " << files.t5 << "  [" << t5_layout << "]\n"
+    << "  vae        " << files.vae << "  [Wan " << vae_version << " VAE]\n"
+    << "  tokenizer  " << files.tokenizer << "\n"
+    << "latent  [" << latent.channels << ", " << latent.frames << ", " << latent.height << ", "
+    << latent.width << "]  tokens " << latent.tokens << "  seq_len " << seq_len << "\n"
+    << "memory (phases run one after another; each releases its model)\n";
+  for (const auto& p : memory.phases) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-12s weights %10s  activations %10s  total %10s\n",
+                  p.phase.c_str(), format_bytes(p.weight_bytes).c_str(),
+                  format_bytes(p.activation_bytes).c_str(), format_bytes(p.total()).c_str());
+    s << line;
+  }
+  s << "  resident across phases " << format_bytes(memory.resident_bytes) << "\n"
+    << "  estimated peak " << format_bytes(memory.peak_bytes()) << " (" << memory.largest().phase
+    << ")";
+  if (available_bytes > 0)
+    s << ", available " << format_bytes(available_bytes)
+      << (memory.peak_bytes() <= available_bytes ? ": fits" : ": DOES NOT FIT");
+  s << "\n";
+  return s.str();
+}
+
+GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
+                          Progress& progress) {
+  const auto t_start = Clock::now();
+  GenerationResult r;
+  r.output = o.output;
+  r.sidecar = sidecar_path_for(o.output);
+  const int64_t out_h = o.video.height, out_w = o.video.width;
+
+  // Opened first so a bad output path fails before minutes of work; it writes to a temporary.
+  VideoSpec spec;
+  spec.width = out_w;
+  spec.height = out_h;
+  spec.fps = o.fps;
+  auto writer = VideoWriter::open(o.output, spec);
+
+  // 1. Text: both prompts, then the encoder is released before the DiT loads.
+  const std::string negative = o.negative_prompt.value_or(kWanDefaultNegativePrompt);
+  Tensor context, context_null;
+  {
+    const auto t0 = Clock::now();
+    progress.begin_phase("encode text", 2, "prompt");
+    const auto tokenizer = wan::Tokenizer::open(plan.files.tokenizer);
+    const auto ck = wan::T5Checkpoint::open(plan.files.t5);
+    wan::T5Encoder t5(ck.config(), ck.loader(), o.precision);
+    ck.source().release_resident_pages();
+    auto t_prompt = Clock::now();
+    context = t5.encode(tokenizer.encode(o.prompt, ck.config().text_len));  // [L, text_dim]
+    progress.tick(1, seconds_since(t_prompt));
+    // The reference always encodes and runs the negative branch, whatever the guide scale.
+    t_prompt = Clock::now();
+    context_null = t5.encode(tokenizer.encode(negative, ck.config().text_len));
+    progress.tick(2, seconds_since(t_prompt));
+    progress.end_phase();
+    r.encode_seconds = seconds_since(t0);
+  }
+
+  // 2. Denoise from seeded noise, exactly the reference's shape and order.
+  const LatentGeometry& g = plan.latent;
+  Tensor latent;
+  {
+    const auto t0 = Clock::now();
+    progress.message("loading the diffusion transformer");
+    const auto ck = wan::DitCheckpoint::open(plan.files.dit);
+    wan::WanDit dit(ck.config(), ck.loader(), o.precision);
+    ck.source().release_resident_pages();
+    const Tensor noise = torch_randn(o.seed, Shape{g.channels, g.frames, g.height, g.width});
+    progress.begin_phase("denoise", o.denoise.steps, "step");
+    double step_seconds = 0;
+    latent = denoise(dit, noise, context, context_null, plan.seq_len, o.denoise,
+                     [&](const DenoiseStep& s) {
+                       step_seconds += s.seconds;
+                       progress.tick(s.index + 1, s.seconds);
+                     });
+    progress.end_phase();
+    r.denoise_seconds = seconds_since(t0);
+    r.seconds_per_step = step_seconds / o.denoise.steps;
+  }
+
+  // 3. Decode, streaming each chunk of frames into the writer as it is produced.
+  {
+    const auto t0 = Clock::now();
+    const auto ck = wan::VaeCheckpoint::open(plan.files.vae);
+    wan::WanVae vae(ck.config(), ck.loader(), wan::Precision::kFP32);
+    ck.source().release_resident_pages();
+    progress.begin_phase("decode", static_cast<int>(g.frames), "latent frame");
+    wan::VaeDecodeOptions tiling;
+    tiling.tile_h = tiling.tile_w = o.vae_tile;
+    tiling.overlap = o.vae_tile > 0 ? std::max<int64_t>(1, o.vae_tile / 8) : 0;
+    int done = 0;
+    auto t_chunk = Clock::now();
+    vae.decode(
+        latent,
+        [&](const Tensor& frames) {  // [3, n, H, W]
+          writer->write(frames);
+          progress.tick(++done, seconds_since(t_chunk));
+          t_chunk = Clock::now();
+        },
+        tiling);
+    progress.end_phase();
+    r.decode_seconds = seconds_since(t0);
+  }
+  r.frames = writer->frames_written();
+  r.total_seconds = seconds_since(t_start);
+
+  // 4. Sidecar to a temporary, then the video and the sidecar are renamed into place.
+  json hashes = json::object();
+  if (o.hash_models) {
+    progress.message("hashing model files for the sidecar (cached after the first run)");
+    for (const auto& [key, path] : {std::pair<std::string, std::string>{"dit", plan.files.dit},
+                                    {"t5", plan.files.t5},
+                                    {"vae", plan.files.vae},
+                                    {"tokenizer", plan.files.tokenizer}})
+      hashes[key] = model_file_hashes(path);
+  }
+  json sidecar = {{"generator", "vidax 0.1.0"},
+                  {"task", "t2v"},
+                  {"prompt", o.prompt},
+                  {"negative_prompt", negative},
+                  {"seed", o.seed},
+                  {"noise", "torch.randn on the CPU generator (torch.manual_seed(seed))"},
+                  {"size", {out_w, out_h}},
+                  {"frames", r.frames},
+                  {"fps", o.fps},
+                  {"steps", o.denoise.steps},
+                  {"sampler", o.denoise.sampler},
+                  {"shift", o.denoise.shift},
+                  {"guide_scale", o.denoise.guide_scale},
+                  {"precision", precision_name(o.precision)},
+                  {"vae_tile", o.vae_tile},
+                  {"threads", omp_get_max_threads()},
+                  {"plan", plan.to_json()},
+                  {"model_sha256", hashes},
+                  {"timings",
+                   {{"encode_text_seconds", r.encode_seconds},
+                    {"denoise_seconds", r.denoise_seconds},
+                    {"seconds_per_step", r.seconds_per_step},
+                    {"decode_seconds", r.decode_seconds},
+                    {"total_seconds", r.total_seconds}}},
+                  {"peak_rss_bytes", peak_rss_bytes()},
+                  {"command", o.command_line}};
+  const std::string sidecar_tmp = temp_path_for(r.sidecar);
+  {
+    TempPathGuard guard = TempPathGuard::file(sidecar_tmp);
+    const std::string text = sidecar.dump(2) + "\n";
+    try {
+      write_whole_file(sidecar_tmp, {reinterpret_cast<const uint8_t*>(text.data()), text.size()},
+                       true);
+      writer->finish();
+      rename_into_place(sidecar_tmp, r.sidecar);
+    } catch (...) {
+      std::error_code ec;
+      std::filesystem::remove(sidecar_tmp, ec);
+      throw;
+    }
+  }
+  return r;
+}
+
+}  // namespace vidax

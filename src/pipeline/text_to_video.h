@@ -1,0 +1,72 @@
+// Text-to-video generation as the official Wan 2.1 T2V pipeline (wan/text2video.py) runs it:
+// tokenize and encode the prompt and the negative prompt with umT5, draw the seeded noise,
+// denoise with classifier-free guidance, decode with the VAE and stream the frames into the
+// video writer. Each phase loads its model and releases it before the next one loads, so peak
+// memory is the largest phase, not the sum. The plan (resolved files, configs, token count,
+// memory per phase) is computed from checkpoint headers alone, before any weight is loaded.
+// Not thread-safe (drives the models on the calling thread; kernels use OpenMP).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "models/wan/dit.h"
+#include "pipeline/denoise.h"
+#include "pipeline/model_files.h"
+#include "pipeline/progress.h"
+#include "pipeline/video_request.h"
+
+namespace vidax {
+
+// wan/configs/shared_config.py `sample_neg_prompt` (the official default negative prompt).
+extern const char* const kWanDefaultNegativePrompt;
+
+struct GenerateOptions {
+  ModelFiles files;
+  std::string prompt;
+  std::optional<std::string> negative_prompt;  // nullopt: the official default
+  VideoRequest video;
+  DenoiseOptions denoise;  // sampler, steps, shift, guide_scale
+  uint64_t seed = 0;
+  wan::Precision precision = wan::Precision::kBF16;
+  std::string output;  // .mp4, .webm or a folder for PNG frames
+  double fps = 16;
+  int64_t vae_tile = 0;  // latent pixels per tile side for VAE decode (0: no tiling)
+  bool hash_models = true;
+  std::string command_line;  // recorded in the sidecar
+};
+
+struct GenerationPlan {
+  ModelFiles files;
+  std::string dit_model, dit_layout, t5_layout, vae_version;
+  nlohmann::json dit_config, t5_config, vae_config;
+  LatentGeometry latent;
+  int64_t seq_len = 0;
+  MemoryPlan memory;
+  double available_bytes = -1;
+  nlohmann::json to_json() const;
+  std::string to_text() const;  // what --dry-run prints
+};
+
+// Opens every checkpoint's header, validates the request against the models (InputError with
+// the nearest valid sizes), and estimates memory. Loads no weights.
+GenerationPlan plan_generation(const GenerateOptions& options);
+
+struct GenerationResult {
+  std::string output, sidecar;
+  double encode_seconds = 0, denoise_seconds = 0, decode_seconds = 0, total_seconds = 0;
+  double seconds_per_step = 0;
+  int64_t frames = 0;
+};
+
+// Runs the plan. The video and its sidecar (`<output>.json`) appear only when complete; on any
+// error (or SIGINT/SIGTERM once install_temp_cleanup_handlers() ran) nothing is left behind.
+GenerationResult generate(const GenerateOptions& options, const GenerationPlan& plan,
+                          Progress& progress);
+
+std::string sidecar_path_for(const std::string& output);
+
+}  // namespace vidax
