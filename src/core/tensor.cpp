@@ -39,6 +39,34 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& shape
   return t;
 }
 
+Tensor Tensor::from_storage_strided(std::shared_ptr<Storage> storage, const Shape& shape,
+                                    std::span<const int64_t> strides, DType dtype,
+                                    size_t byte_offset) {
+  VIDAX_CHECK(storage != nullptr);
+  VIDAX_CHECK(static_cast<int>(strides.size()) == shape.rank(), "strides rank ", strides.size(),
+              " for shape ", shape.str());
+  // Byte just past the last addressed element (callers validated that this cannot overflow).
+  size_t end = byte_offset;
+  if (shape.numel() > 0) {
+    size_t last = 0;
+    for (int i = 0; i < shape.rank(); ++i) {
+      VIDAX_CHECK(strides[static_cast<size_t>(i)] >= 0, "negative stride");
+      last +=
+          static_cast<size_t>(shape[i] - 1) * static_cast<size_t>(strides[static_cast<size_t>(i)]);
+    }
+    end += (last + 1) * dtype_size(dtype);
+  }
+  VIDAX_CHECK(end <= storage->bytes(), "strided view ", shape.str(), " exceeds its storage");
+  Tensor t;
+  t.storage_ = std::move(storage);
+  t.byte_offset_ = byte_offset;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  for (int i = 0; i < shape.rank(); ++i)
+    t.strides_[static_cast<size_t>(i)] = strides[static_cast<size_t>(i)];
+  return t;
+}
+
 Tensor Tensor::from_floats(std::span<const float> values, const Shape& shape) {
   VIDAX_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), "size mismatch");
   Tensor t = zeros(shape, DType::kF32);

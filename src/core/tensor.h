@@ -59,6 +59,11 @@ class Tensor {
   static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype,
                              size_t byte_offset = 0);
   static Tensor from_floats(std::span<const float> values, const Shape& shape);
+  // A view with explicit strides (elements, >= 0, one per dimension), as checkpoints store views
+  // (torch .pth): every addressed element must lie inside the storage.
+  static Tensor from_storage_strided(std::shared_ptr<Storage> storage, const Shape& shape,
+                                     std::span<const int64_t> strides, DType dtype,
+                                     size_t byte_offset = 0);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -74,9 +75,31 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// One or more safetensors files seen as a single name -> tensor map. `path` may be a single
-// `.safetensors` file, a `*.safetensors.index.json` (weight_map to shards in the same folder), or
-// a directory holding exactly one index (preferred) or else exactly one `.safetensors` file.
+// One checkpoint file as TensorSource sees it, whatever its format: a SafetensorsFile or a
+// TorchCheckpoint (io/torch_checkpoint.h) behind one interface. Immutable; thread-safe reads.
+class TensorFile {
+ public:
+  virtual ~TensorFile() = default;
+  virtual std::string_view format() const = 0;  // "safetensors" or "pytorch"
+  virtual const std::string& path() const = 0;
+  virtual bool contains(const std::string& name) const = 0;
+  virtual const TensorEntry& entry(const std::string& name) const = 0;  // InputError if absent
+  virtual const std::vector<TensorEntry>& entries() const = 0;          // storage order
+  virtual Tensor tensor(const std::string& name) const = 0;
+  virtual const std::map<std::string, std::string>& metadata() const = 0;  // empty for .pth
+  virtual void release_resident_pages() const = 0;
+};
+
+// Opens one checkpoint file, choosing the format from its first bytes (a zip archive is a
+// PyTorch checkpoint, a bare pickle is the refused legacy torch format, anything else is read as
+// safetensors), so a misnamed file is still read correctly.
+std::shared_ptr<const TensorFile> open_tensor_file(const std::string& path);
+
+// One or more checkpoint files seen as a single name -> tensor map. `path` may be a single
+// `.safetensors` file, a PyTorch checkpoint (`.pth`, `.pt`, `.ckpt`, `.bin`: the zip format of
+// torch.save, detected by its magic bytes), a `*.index.json` (weight_map to shards in the same
+// folder, shards of either format), or a directory holding exactly one
+// `*.safetensors.index.json` (preferred) or else exactly one `.safetensors` file.
 // Every tensor named in weight_map must be in the shard it names; shard names are plain file
 // names (no '/', '\\', "." or ".."). Tensors present in a shard but absent from weight_map are
 // still served. A name held by two shards is an error naming both.
@@ -91,18 +114,20 @@ class TensorSource {
   const TensorEntry& entry(const std::string& name) const;    // InputError if absent
   Tensor tensor(const std::string& name) const;               // InputError if absent
   const std::string& file_of(const std::string& name) const;  // path of the holding file
-  // Metadata of the first shard in file-name order (config etc.).
+  // Metadata of the first shard in file-name order (config etc.; empty for PyTorch files).
   const std::map<std::string, std::string>& metadata() const;
-  const std::vector<SafetensorsFile>& files() const { return files_; }
+  // "safetensors" or "pytorch" (of the first shard).
+  std::string_view format() const;
+  const std::vector<std::shared_ptr<const TensorFile>>& files() const { return files_; }
   // Drops the mapped pages from this process's resident set (they are re-read on access). Call
   // after weights were packed into their own memory so peak RSS does not count them twice.
   void release_resident_pages() const;
 
  private:
-  const SafetensorsFile& holder(const std::string& name) const;
+  const TensorFile& holder(const std::string& name) const;
 
   std::string path_;
-  std::vector<SafetensorsFile> files_;
+  std::vector<std::shared_ptr<const TensorFile>> files_;
   std::map<std::string, size_t> where_;
 };
 

@@ -1,5 +1,5 @@
-// TensorSource: resolves a file, a sharded index or a directory into a set of SafetensorsFiles
-// and one name -> file map.
+// TensorSource: resolves a file, a sharded index or a directory into a set of TensorFiles
+// (safetensors or PyTorch zip checkpoints) and one name -> file map.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "io/text_escape.h"
+#include "io/torch_checkpoint.h"
 
 namespace vidax {
 namespace {
@@ -86,21 +87,72 @@ std::string resolve_directory(const std::string& dir) {
                     join(files), ") and no index");
 }
 
+class SafetensorsTensorFile final : public TensorFile {
+ public:
+  explicit SafetensorsTensorFile(SafetensorsFile file) : file_(std::move(file)) {}
+  std::string_view format() const override { return "safetensors"; }
+  const std::string& path() const override { return file_.path(); }
+  bool contains(const std::string& name) const override { return file_.contains(name); }
+  const TensorEntry& entry(const std::string& name) const override { return file_.entry(name); }
+  const std::vector<TensorEntry>& entries() const override { return file_.entries(); }
+  Tensor tensor(const std::string& name) const override { return file_.tensor(name); }
+  const std::map<std::string, std::string>& metadata() const override { return file_.metadata(); }
+  void release_resident_pages() const override { file_.release_resident_pages(); }
+
+ private:
+  SafetensorsFile file_;
+};
+
+class TorchTensorFile final : public TensorFile {
+ public:
+  explicit TorchTensorFile(TorchCheckpoint file) : file_(std::move(file)) {}
+  std::string_view format() const override { return "pytorch"; }
+  const std::string& path() const override { return file_.path(); }
+  bool contains(const std::string& name) const override { return file_.contains(name); }
+  const TensorEntry& entry(const std::string& name) const override { return file_.entry(name); }
+  const std::vector<TensorEntry>& entries() const override { return file_.entries(); }
+  Tensor tensor(const std::string& name) const override { return file_.tensor(name); }
+  const std::map<std::string, std::string>& metadata() const override {
+    static const std::map<std::string, std::string> kEmpty;
+    return kEmpty;
+  }
+  void release_resident_pages() const override { file_.release_resident_pages(); }
+
+ private:
+  TorchCheckpoint file_;
+};
+
 }  // namespace
+
+std::shared_ptr<const TensorFile> open_tensor_file(const std::string& path) {
+  // Sniff the first bytes; the chosen reader maps and validates the whole file itself.
+  std::byte head[4] = {};
+  size_t got = 0;
+  if (std::ifstream in(path, std::ios::binary); in) {
+    in.read(reinterpret_cast<char*>(head), sizeof(head));
+    got = static_cast<size_t>(in.gcount());
+  }
+  if (looks_like_zip(head, got) || looks_like_legacy_torch(head, got)) {
+    return std::make_shared<TorchTensorFile>(TorchCheckpoint::open(path));
+  }
+  return std::make_shared<SafetensorsTensorFile>(SafetensorsFile::open(path));
+}
 
 TensorSource TensorSource::open(const std::string& path) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (ec || !fs::exists(status)) {
-    throw_input_error(path, ": no such file or directory (expected a .safetensors file, a *",
+    throw_input_error(path,
+                      ": no such file or directory (expected a .safetensors file, a PyTorch "
+                      ".pth checkpoint, a *",
                       kIndexSuffix, " or a directory holding one)");
   }
   TensorSource source;
   source.path_ = fs::is_directory(status) ? resolve_directory(path) : path;
 
   if (!ends_with(source.path_, ".json")) {
-    source.files_.push_back(SafetensorsFile::open(source.path_));
-    for (const TensorEntry& e : source.files_[0].entries()) source.where_.emplace(e.name, 0);
+    source.files_.push_back(open_tensor_file(source.path_));
+    for (const TensorEntry& e : source.files_[0]->entries()) source.where_.emplace(e.name, 0);
     return source;
   }
 
@@ -157,12 +209,12 @@ TensorSource TensorSource::open(const std::string& path) {
                         " does not exist (looked for ", shard_path, ")");
     }
     slot = source.files_.size();
-    source.files_.push_back(SafetensorsFile::open(shard_path));
+    source.files_.push_back(open_tensor_file(shard_path));
     shard_names.push_back(shard_name);
   }
 
   for (size_t i = 0; i < source.files_.size(); ++i) {
-    for (const TensorEntry& e : source.files_[i].entries()) {
+    for (const TensorEntry& e : source.files_[i]->entries()) {
       const auto [it, inserted] = source.where_.emplace(e.name, i);
       if (!inserted) {
         throw_input_error(index_path, ": tensor ", quote_name(e.name),
@@ -173,7 +225,7 @@ TensorSource TensorSource::open(const std::string& path) {
   }
   for (const auto& [tensor, shard_name] : listed) {
     const size_t slot = shard_slot.at(shard_name);
-    if (!source.files_[slot].contains(tensor)) {
+    if (!source.files_[slot]->contains(tensor)) {
       throw_input_error(index_path, ": tensor ", quote_name(tensor), " is listed in shard ",
                         quote_name(shard_name), " but that shard does not hold it");
     }
@@ -188,13 +240,13 @@ std::vector<std::string> TensorSource::names() const {
   return out;
 }
 
-const SafetensorsFile& TensorSource::holder(const std::string& name) const {
+const TensorFile& TensorSource::holder(const std::string& name) const {
   const auto it = where_.find(name);
   if (it == where_.end()) {
     throw_input_error(path_, ": no tensor named ", quote_name(name), " (the checkpoint holds ",
                       where_.size(), " tensors)");
   }
-  return files_[it->second];
+  return *files_[it->second];
 }
 
 const TensorEntry& TensorSource::entry(const std::string& name) const {
@@ -209,11 +261,15 @@ const std::string& TensorSource::file_of(const std::string& name) const {
 
 const std::map<std::string, std::string>& TensorSource::metadata() const {
   static const std::map<std::string, std::string> kEmpty;
-  return files_.empty() ? kEmpty : files_.front().metadata();
+  return files_.empty() ? kEmpty : files_.front()->metadata();
+}
+
+std::string_view TensorSource::format() const {
+  return files_.empty() ? std::string_view("none") : files_.front()->format();
 }
 
 void TensorSource::release_resident_pages() const {
-  for (const auto& f : files_) f.release_resident_pages();
+  for (const auto& f : files_) f->release_resident_pages();
 }
 
 }  // namespace vidax

@@ -1,7 +1,10 @@
 // `vidax inspect PATH`: what a checkpoint is (layout, model, config), how big, in which dtypes,
-// and which tensors are missing or unexpected.
+// and which tensors are missing or unexpected. Checkpoints that are not a Wan DiT (a T5 or VAE
+// .pth, for instance) get a generic summary instead of an error.
+#include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "apps/vidax/commands.h"
 #include "io/safetensors.h"
@@ -17,7 +20,69 @@ void print_list(const char* title, const std::vector<std::string>& items) {
   if (items.size() > 20) std::printf("  ... and %zu more\n", items.size() - 20);
 }
 
+// The tensors DitCheckpoint's layout detection keys on (official, diffusers, ComfyUI).
+bool looks_like_dit(const TensorSource& src) {
+  for (const char* marker :
+       {"blocks.0.self_attn.q.weight", "patch_embedding.weight", "blocks.0.attn1.to_q.weight",
+        "condition_embedder.time_embedder.linear_1.weight"}) {
+    if (src.contains(marker)) return true;
+  }
+  const auto names = src.names();
+  return std::any_of(names.begin(), names.end(), [](const std::string& n) {
+    return n.rfind("model.diffusion_model.", 0) == 0;
+  });
+}
+
+void print_tensor_line(const TensorSource& src, const std::string& name) {
+  const TensorEntry& e = src.entry(name);
+  std::printf("  %-48s %-5s %s\n", name.c_str(), std::string(dtype_name(e.dtype)).c_str(),
+              e.shape.str().c_str());
+}
+
+// For checkpoints of other models: what is in the file, without judging it.
+void inspect_generic(const std::string& path, const TensorSource& src) {
+  std::map<std::string, std::pair<int64_t, size_t>> hist;  // dtype -> (params, tensors)
+  int64_t params = 0;
+  size_t bytes = 0;
+  const std::vector<std::string> names = src.names();
+  for (const auto& n : names) {
+    const auto& e = src.entry(n);
+    const int64_t p = e.shape.numel();
+    auto& h = hist[std::string(dtype_name(e.dtype))];
+    h.first += p;
+    h.second += 1;
+    params += p;
+    bytes += static_cast<size_t>(p) * dtype_size(e.dtype);
+  }
+  std::printf("file:        %s\n", path.c_str());
+  std::printf("format:      %s, %zu file(s)\n", std::string(src.format()).c_str(),
+              src.files().size());
+  std::printf("model:       not a Wan DiT (generic summary)\n");
+  std::printf("tensors:     %zu, %lld parameters (%.3f B), %.1f MiB\n", names.size(),
+              static_cast<long long>(params), static_cast<double>(params) * 1e-9,
+              static_cast<double>(bytes) / (1 << 20));
+  std::printf("dtypes:\n");
+  for (const auto& [d, v] : hist)
+    std::printf("  %-8s %14lld params  %6zu tensors\n", d.c_str(), static_cast<long long>(v.first),
+                v.second);
+  constexpr size_t kShown = 5;
+  std::printf("first tensors (by name):\n");
+  for (size_t i = 0; i < names.size() && i < kShown; ++i) print_tensor_line(src, names[i]);
+  if (names.size() > kShown) {
+    std::printf("last tensors (by name):\n");
+    for (size_t i = std::max(kShown, names.size() - kShown); i < names.size(); ++i)
+      print_tensor_line(src, names[i]);
+  }
+}
+
 void inspect(const std::string& path) {
+  {
+    const TensorSource src = TensorSource::open(path);
+    if (!looks_like_dit(src)) {
+      inspect_generic(path, src);
+      return;
+    }
+  }
   auto ck = wan::DitCheckpoint::open(path);
   const auto& src = ck.source();
   std::map<std::string, std::pair<int64_t, size_t>> hist;  // dtype -> (params, bytes)
@@ -69,7 +134,10 @@ void register_inspect(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect",
                                  "Describe a checkpoint: layout, model, config, dtypes, problems");
   auto path = std::make_shared<std::string>();
-  cmd->add_option("path", *path, "checkpoint file, *.safetensors.index.json or folder")->required();
+  cmd->add_option("path", *path,
+                  "checkpoint file (.safetensors or PyTorch .pth), *.safetensors.index.json or "
+                  "folder")
+      ->required();
   cmd->fallthrough();
   cmd->callback([=] { inspect(*path); });
 }
