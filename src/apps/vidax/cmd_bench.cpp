@@ -214,6 +214,7 @@ void register_bench(CLI::App& app) {
       }
     });
   }
+  register_bench_t5(*bench);
 }
 
 }  // namespace vidax::cli

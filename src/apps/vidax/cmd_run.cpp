@@ -201,6 +201,7 @@ void register_run(CLI::App& app) {
                         {{"producer", "vidax run noise"}, {"seed", std::to_string(*seed)}});
     });
   }
+  register_run_t5(*run);
 }
 
 }  // namespace vidax::cli

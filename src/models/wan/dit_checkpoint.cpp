@@ -6,9 +6,9 @@
 #include <memory>
 #include <set>
 #include <sstream>
-#include <string_view>
 
 #include "core/convert.h"
+#include "models/wan/comfy_fp8.h"
 #include "models/wan/dit_tensors.h"
 
 namespace vidax::wan {
@@ -58,15 +58,6 @@ const std::vector<std::pair<std::string, std::string>>& diffusers_renames() {
 }
 
 bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
-// "x.weight" -> "x.scale_weight" (ComfyUI's per-tensor fp8 scale); nullopt for other names.
-std::optional<std::string> scale_weight_name(const std::string& weight_name) {
-  constexpr std::string_view kSuffix = ".weight";
-  if (weight_name.size() <= kSuffix.size() ||
-      weight_name.compare(weight_name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
-    return std::nullopt;
-  return weight_name.substr(0, weight_name.size() - kSuffix.size()) + ".scale_weight";
-}
 
 std::string read_text(const fs::path& p) {
   std::ifstream in(p);
@@ -205,7 +196,7 @@ DitCheckpoint DitCheckpoint::open(const std::string& path,
   }
   for (const auto& n : names) {
     if (used.count(n)) continue;
-    if (n == "scaled_fp8" || n == std::string(kComfyPrefix) + "scaled_fp8") continue;
+    if (is_scaled_fp8_bookkeeping(n)) continue;
     ck.unexpected_.push_back(n);
   }
   return ck;
@@ -243,21 +234,7 @@ std::string DitCheckpoint::file_name(const std::string& official) const {
 }
 
 Tensor DitCheckpoint::get(const std::string& official) const {
-  const std::string fname = file_name(official);
-  Tensor t = source_.tensor(fname);
-  if (t.dtype() == DType::kF8E4M3 || t.dtype() == DType::kF8E5M2) {
-    const auto scale_name = scale_weight_name(fname);
-    if (scale_name && source_.contains(*scale_name)) {
-      const std::string& s = *scale_name;
-      const std::vector<float> scale = source_.tensor(s).to_float_vector();
-      if (scale.size() != 1) throw_input_error(path_, ": '", s, "' must hold one value");
-      Tensor f = t.to(DType::kF32);
-      float* p = f.mutable_data<float>();
-      for (int64_t i = 0; i < f.numel(); ++i) p[i] *= scale[0];
-      return f;
-    }
-  }
-  return t;
+  return read_scaled_weight(source_, file_name(official), path_);
 }
 
 std::function<Tensor(const std::string&)> DitCheckpoint::loader() const {

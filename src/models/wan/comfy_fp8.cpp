@@ -1,0 +1,44 @@
+#include "models/wan/comfy_fp8.h"
+
+#include <string_view>
+#include <vector>
+
+namespace vidax::wan {
+namespace {
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+std::optional<std::string> scale_weight_name(const std::string& weight_name) {
+  constexpr std::string_view kSuffix = ".weight";
+  if (weight_name.size() <= kSuffix.size() || !ends_with(weight_name, kSuffix)) return std::nullopt;
+  return weight_name.substr(0, weight_name.size() - kSuffix.size()) + ".scale_weight";
+}
+
+bool is_scaled_fp8_bookkeeping(const std::string& file_name) {
+  return file_name == "scaled_fp8" || ends_with(file_name, ".scaled_fp8") ||
+         ends_with(file_name, ".scale_input");
+}
+
+Tensor read_scaled_weight(const TensorSource& source, const std::string& file_name,
+                          const std::string& path) {
+  Tensor t = source.tensor(file_name);
+  if (t.dtype() != DType::kF8E4M3 && t.dtype() != DType::kF8E5M2) return t;
+  const auto scale_name = scale_weight_name(file_name);
+  if (!scale_name || !source.contains(*scale_name)) return t;
+  const std::vector<float> scale = source.tensor(*scale_name).to_float_vector();
+  if (scale.size() != 1)
+    throw_input_error(path, ": '", *scale_name, "' must hold one value, has ", scale.size());
+  Tensor f = t.to(DType::kF32);
+  float* p = f.mutable_data<float>();
+  const int64_t n = f.numel();
+#pragma omp parallel for schedule(static) if (n > (int64_t{1} << 20))
+  for (int64_t i = 0; i < n; ++i) p[i] *= scale[0];
+  return f;
+}
+
+}  // namespace vidax::wan

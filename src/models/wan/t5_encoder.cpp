@@ -1,0 +1,313 @@
+#include "models/wan/t5_encoder.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/convert.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/gemm.h"
+#include "models/wan/t5_attention.h"
+#include "models/wan/t5_tensors.h"
+
+namespace vidax::wan {
+namespace {
+
+constexpr float kEps = 1e-6f;  // T5LayerNorm
+
+// Stacks [N_i, K] weights (any float dtype) into one [sum N_i, K] tensor in `dtype`.
+Tensor stack_rows(const std::vector<Tensor>& parts, DType dtype) {
+  int64_t rows = 0;
+  const int64_t k = parts.front().dim(1);
+  for (const auto& p : parts) {
+    VIDAX_CHECK(p.rank() == 2 && p.dim(1) == k, "stack_rows ", p.describe());
+    rows += p.dim(0);
+  }
+  Tensor out = Tensor::zeros(Shape{rows, k}, dtype);
+  auto* dst = static_cast<std::byte*>(out.raw_mutable_data());
+  for (const auto& p : parts) {
+    const Tensor c = p.contiguous();
+    convert_floats(c.raw_data(), c.dtype(), dst, dtype, static_cast<size_t>(c.numel()));
+    dst += static_cast<size_t>(c.numel()) * dtype_size(dtype);
+  }
+  return out;
+}
+
+// ids / mask as [L] int64 values; `what` names the tensor in errors.
+std::vector<int64_t> read_token_vector(const Tensor& t, const char* what) {
+  if (!t.defined()) throw_input_error(what, ": missing");
+  if (t.dtype() != DType::kI64 && t.dtype() != DType::kI32)
+    throw_input_error(what, ": expected an I64 (or I32) tensor, got ", t.describe());
+  if (!(t.rank() == 1 || (t.rank() == 2 && t.dim(0) == 1)))
+    throw_input_error(what, ": expected shape [L] or [1, L], got ", t.shape().str());
+  const Tensor c = t.contiguous();
+  std::vector<int64_t> v(static_cast<size_t>(c.numel()));
+  for (int64_t i = 0; i < c.numel(); ++i)
+    v[static_cast<size_t>(i)] =
+        c.dtype() == DType::kI64 ? c.data<int64_t>()[i] : c.data<int32_t>()[i];
+  return v;
+}
+
+}  // namespace
+
+struct T5BlockWeights {
+  std::vector<float> norm1, norm2;  // [dim]
+  PackedLinear qkv;                 // q, k, v fused: [3 * dim_attn, dim]
+  PackedLinear o;                   // [dim, dim_attn]
+  PackedLinear gate_fc1;            // gate.0 and fc1 fused: [2 * dim_ffn, dim]
+  PackedLinear fc2;                 // [dim, dim_ffn]
+  std::vector<float> pos_table;     // [num_buckets, heads]
+};
+
+struct T5Encoder::Impl {
+  T5Config cfg;
+  Precision precision = Precision::kBF16;
+  DType compute = DType::kBF16;
+  Tensor embedding;  // [vocab, dim], F32 / BF16 / F16
+  std::vector<T5BlockWeights> blocks;
+  std::vector<float> final_norm;
+
+  // Scratch reused across blocks and calls.
+  Buffer<float> x, act, qkv, attn, ff, hidden, tmp, bias;
+  Buffer<BFloat16> act16, attn16, hidden16;
+
+  // y[L, N] = linear(in[L, K]) with `in` f32; converted through `in16` on the bf16 path.
+  void linear(const PackedLinear& l, const float* in, Buffer<BFloat16>& in16, int64_t rows,
+              float* out) {
+    if (compute == DType::kF32) return l.forward(in, rows, out);
+    const size_t n = static_cast<size_t>(rows * l.in_features());
+    in16.resize(n);
+    convert_floats(in, DType::kF32, in16.data(), DType::kBF16, n);
+    l.forward(in16.data(), rows, out);
+  }
+};
+
+T5Encoder::T5Encoder(const T5Config& config, const WeightFn& w, Precision precision)
+    : impl_(std::make_unique<Impl>()) {
+  config.validate("T5Encoder");
+  Impl& m = *impl_;
+  m.cfg = config;
+  m.precision = precision;
+  m.compute = precision == Precision::kBF16 ? DType::kBF16 : DType::kF32;
+  const DType cd = m.compute;
+
+  auto checked = [&](const std::string& name, const Shape& shape) {
+    Tensor t = w(name);
+    if (t.shape() != shape && !(shape.rank() == 1 && t.numel() == shape.numel()))
+      throw_input_error("umT5 weight '", name, "': expected shape ", shape.str(), ", got ",
+                        t.shape().str());
+    if (!is_float(t.dtype()))
+      throw_input_error("umT5 weight '", name, "': expected a float tensor, got ", t.describe());
+    return t;
+  };
+  auto vec = [&](const std::string& name) {
+    return checked(name, Shape{config.dim}).to_float_vector();
+  };
+
+  Tensor emb = checked("token_embedding.weight", Shape{config.vocab, config.dim});
+  const bool keep = precision == Precision::kBF16
+                        ? emb.dtype() == DType::kBF16
+                        : (emb.dtype() == DType::kF32 || emb.dtype() == DType::kBF16 ||
+                           emb.dtype() == DType::kF16);
+  m.embedding = keep ? emb.contiguous() : emb.to(cd);
+
+  m.blocks.resize(static_cast<size_t>(config.num_layers));
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    const std::string b = "blocks." + std::to_string(i) + ".";
+    T5BlockWeights& bw = m.blocks[static_cast<size_t>(i)];
+    const Shape in_proj{config.dim_attn, config.dim}, ffn_in{config.dim_ffn, config.dim};
+    bw.norm1 = vec(b + "norm1.weight");
+    bw.qkv = PackedLinear(
+        stack_rows({checked(b + "attn.q.weight", in_proj), checked(b + "attn.k.weight", in_proj),
+                    checked(b + "attn.v.weight", in_proj)},
+                   cd),
+        Tensor(), cd);
+    bw.o = PackedLinear(checked(b + "attn.o.weight", Shape{config.dim, config.dim_attn}), Tensor(),
+                        cd);
+    bw.norm2 = vec(b + "norm2.weight");
+    bw.gate_fc1 = PackedLinear(
+        stack_rows(
+            {checked(b + "ffn.gate.0.weight", ffn_in), checked(b + "ffn.fc1.weight", ffn_in)}, cd),
+        Tensor(), cd);
+    bw.fc2 = PackedLinear(checked(b + "ffn.fc2.weight", Shape{config.dim, config.dim_ffn}),
+                          Tensor(), cd);
+    bw.pos_table =
+        checked(b + "pos_embedding.embedding.weight", Shape{config.num_buckets, config.num_heads})
+            .to_float_vector();
+  }
+  m.final_norm = vec("norm.weight");
+}
+
+T5Encoder::~T5Encoder() = default;
+T5Encoder::T5Encoder(T5Encoder&&) noexcept = default;
+T5Encoder& T5Encoder::operator=(T5Encoder&&) noexcept = default;
+
+const T5Config& T5Encoder::config() const { return impl_->cfg; }
+Precision T5Encoder::precision() const { return impl_->precision; }
+
+size_t T5Encoder::held_weight_bytes() const {
+  const Impl& m = *impl_;
+  size_t n = m.embedding.nbytes() + m.final_norm.size() * sizeof(float);
+  for (const auto& b : m.blocks)
+    n += b.qkv.packed_bytes() + b.o.packed_bytes() + b.gate_fc1.packed_bytes() +
+         b.fc2.packed_bytes() + (b.norm1.size() + b.norm2.size() + b.pos_table.size()) * 4;
+  return n;
+}
+
+Tensor T5Encoder::forward(const Tensor& ids_t, const Tensor& mask_t, const CaptureFn& capture) {
+  Impl& m = *impl_;
+  const T5Config& c = m.cfg;
+  const std::vector<int64_t> ids = read_token_vector(ids_t, "ids");
+  const std::vector<int64_t> mask_v = read_token_vector(mask_t, "mask");
+  const int64_t L = static_cast<int64_t>(ids.size());
+  if (L == 0) throw_input_error("ids: no tokens");
+  if (static_cast<int64_t>(mask_v.size()) != L)
+    throw_input_error("mask: has ", mask_v.size(), " entries, ids has ", L);
+  std::vector<uint8_t> key_valid(static_cast<size_t>(L));
+  for (int64_t i = 0; i < L; ++i) {
+    const int64_t id = ids[static_cast<size_t>(i)], mk = mask_v[static_cast<size_t>(i)];
+    if (id < 0 || id >= c.vocab)
+      throw_input_error("ids: token ", i, " is ", id, ", outside the vocabulary [0, ", c.vocab,
+                        ")");
+    if (mk != 0 && mk != 1) throw_input_error("mask: entry ", i, " is ", mk, ", expected 0 or 1");
+    key_valid[static_cast<size_t>(i)] = static_cast<uint8_t>(mk);
+  }
+  if (std::none_of(key_valid.begin(), key_valid.end(), [](uint8_t v) { return v != 0; }))
+    throw_input_error("mask: no real token (all zeros)");
+
+  const int64_t dim = c.dim, da = c.dim_attn, ffn = c.dim_ffn, H = c.num_heads;
+  const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
+  m.x.resize(sz(L * dim));
+  m.act.resize(sz(L * dim));
+  m.tmp.resize(sz(L * dim));
+  m.qkv.resize(sz(L * 3 * da));
+  m.attn.resize(sz(L * da));
+  m.ff.resize(sz(L * 2 * ffn));
+  m.hidden.resize(sz(L * ffn));
+  m.bias.resize(sz(H * (2 * L - 1)));
+  float* x = m.x.data();
+
+  // Embedding rows, converted from the stored dtype.
+  const auto* table = static_cast<const std::byte*>(m.embedding.raw_data());
+  const size_t row_bytes = sz(dim) * m.embedding.itemsize();
+#pragma omp parallel for schedule(static) if (L * dim > (1 << 16))
+  for (int64_t i = 0; i < L; ++i)
+    convert_floats(table + sz(ids[sz(i)]) * row_bytes, m.embedding.dtype(), x + i * dim,
+                   DType::kF32, sz(dim));
+
+  // Buckets by relative position rel = j - i in [-(L-1), L-1].
+  std::vector<int64_t> bucket(sz(2 * L - 1));
+  for (int64_t r = 0; r < 2 * L - 1; ++r)
+    bucket[sz(r)] = t5_relative_bucket(r - (L - 1), c.num_buckets);
+
+  auto emit = [&](const std::string& name, const float* data, const Shape& shape) {
+    if (!capture) return;
+    Tensor t = Tensor::zeros(shape, DType::kF32);
+    std::memcpy(t.raw_mutable_data(), data, t.nbytes());
+    capture(name, t);
+  };
+  if (capture) {
+    Tensor rb = Tensor::zeros(Shape{L, L}, DType::kI64);
+    int64_t* p = rb.mutable_data<int64_t>();
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j < L; ++j) p[i * L + j] = bucket[sz(j - i + L - 1)];
+    capture("rel_buckets", rb);
+  }
+  emit("embed", x, Shape{1, L, dim});
+
+  const T5AttentionDims ad{L, H, c.head_dim(), 3 * da, 3 * da, 3 * da, da};
+  for (int64_t bi = 0; bi < c.num_layers; ++bi) {
+    const T5BlockWeights& bw = m.blocks[sz(bi)];
+    const std::string name = "block" + std::to_string(bi) + ".";
+    float* bias = m.bias.data();  // [heads, 2L - 1]
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t r = 0; r < 2 * L - 1; ++r)
+        bias[h * (2 * L - 1) + r] = bw.pos_table[sz(bucket[sz(r)] * H + h)];
+    if (capture) {
+      Tensor pb = Tensor::zeros(Shape{1, H, L, L}, DType::kF32);
+      float* p = pb.mutable_data<float>();
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < L; ++i)
+          for (int64_t j = 0; j < L; ++j)
+            p[(h * L + i) * L + j] = bias[h * (2 * L - 1) + j - i + L - 1];
+      capture(name + "pos_bias", pb);
+    }
+
+    // x = x + o(attention(norm1(x)))
+    rms_norm_rows(x, m.act.data(), L, dim, bw.norm1.data(), kEps);
+    m.linear(bw.qkv, m.act.data(), m.act16, L, m.qkv.data());  // [L, 3 * dim_attn]
+    t5_attention(m.qkv.data(), m.qkv.data() + da, m.qkv.data() + 2 * da, m.attn.data(), bias,
+                 key_valid.data(), ad);                        // [L, dim_attn]
+    m.linear(bw.o, m.attn.data(), m.attn16, L, m.tmp.data());  // [L, dim]
+    emit(name + "attn_out", m.tmp.data(), Shape{1, L, dim});
+    add_rows(x, m.tmp.data(), L * dim);
+
+    // x = x + fc2(fc1(h) * gelu_tanh(gate(h))), h = norm2(x)
+    rms_norm_rows(x, m.act.data(), L, dim, bw.norm2.data(), kEps);
+    m.linear(bw.gate_fc1, m.act.data(), m.act16, L, m.ff.data());  // [L, 2 * dim_ffn]
+    float* hidden = m.hidden.data();                               // [L, dim_ffn]
+#pragma omp parallel for schedule(static) if (L * ffn > (1 << 16))
+    for (int64_t i = 0; i < L; ++i) {
+      const float* gate = m.ff.data() + i * 2 * ffn;
+      const float* lin = gate + ffn;
+      float* hr = hidden + i * ffn;
+      gelu_tanh(gate, hr, ffn);
+      for (int64_t k = 0; k < ffn; ++k) hr[k] = lin[k] * hr[k];
+    }
+    m.linear(bw.fc2, hidden, m.hidden16, L, m.tmp.data());  // [L, dim]
+    emit(name + "ffn_out", m.tmp.data(), Shape{1, L, dim});
+    add_rows(x, m.tmp.data(), L * dim);
+    emit(name + "out", x, Shape{1, L, dim});
+  }
+
+  Tensor out = Tensor::zeros(Shape{L, dim}, DType::kF32);
+  rms_norm_rows(x, out.mutable_data<float>(), L, dim, m.final_norm.data(), kEps);
+  if (capture) capture("out", out.reshape(Shape{1, L, dim}));
+  return out;
+}
+
+Tensor T5Encoder::encode(const TokenizedText& text) {
+  if (!text.ids.defined() || text.count < 1 || text.count > text.ids.numel())
+    throw_input_error("encode: tokenized text has count ", text.count, " for ",
+                      text.ids.defined() ? text.ids.numel() : 0, " ids");
+  const Tensor ids = text.ids.reshape(Shape{text.ids.numel()}).slice(0, 0, text.count);
+  const Tensor mask = Tensor::zeros(Shape{text.count}, DType::kI64);
+  std::fill_n(mask.mutable_data<int64_t>(), text.count, int64_t{1});
+  return forward(ids, mask);
+}
+
+int64_t T5Encoder::weight_bytes(const T5Config& c, Precision precision) {
+  const int64_t item = precision == Precision::kBF16 ? 2 : 4;
+  int64_t matrices = 0, small = 0;
+  for (const TensorDecl& d : t5_tensor_decls(c)) {
+    if (d.name == "token_embedding.weight" || d.role == TensorRole::kVector ||
+        d.name.find("pos_embedding") != std::string::npos)
+      small += d.name == "token_embedding.weight" ? 0 : d.shape.numel() * 4;
+    else
+      matrices += d.shape.numel() * item;
+  }
+  return matrices + small + c.vocab * c.dim * item;  // the fp32 path may keep a bf16 table
+}
+
+int64_t T5Encoder::activation_bytes(const T5Config& c, int64_t L) {
+  // x, act, tmp [L, dim]; qkv [L, 3 dim_attn]; attn [L, dim_attn]; ff [L, 2 dim_ffn];
+  // hidden [L, dim_ffn]; bf16 copies of the GEMM inputs; bias [heads, 2L]; per-thread attention
+  // buffers (K^T, V, scores); the output [L, dim].
+  const int64_t f32 = L * (4 * c.dim + 4 * c.dim_attn + 3 * c.dim_ffn) + c.num_heads * 2 * L;
+  const int64_t bf16 = L * (c.dim + c.dim_attn + c.dim_ffn);
+  const int64_t per_thread = 2 * L * c.head_dim() + L + c.head_dim();
+  return 4 * f32 + 2 * bf16 + 4 * per_thread * omp_get_max_threads();
+}
+
+double T5Encoder::forward_flops(const T5Config& c, int64_t L) {
+  const double l = static_cast<double>(L);
+  const double gemm = 2.0 * l * static_cast<double>(4 * c.dim * c.dim_attn + 3 * c.dim * c.dim_ffn);
+  const double attention = 4.0 * l * l * static_cast<double>(c.dim_attn);
+  return static_cast<double>(c.num_layers) * (gemm + attention);
+}
+
+}  // namespace vidax::wan

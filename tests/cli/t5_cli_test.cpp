@@ -1,0 +1,112 @@
+// `vidax run t5` and `vidax bench t5` through the real binary: fixture parity from a file of
+// ids/mask, the prompt path, and one-line errors.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "io/safetensors.h"
+#include "support/test_support.h"
+
+namespace vidax {
+namespace {
+
+using vidax::testing::all_close;
+using vidax::testing::TempDir;
+
+const std::string kTokenizer = std::string(VIDAX_SOURCE_DIR) + "/tests/data/tokenizer";
+
+struct Result {
+  int code;
+  std::string out;  // stdout + stderr
+};
+
+Result run_vidax(const std::string& args) {
+  const std::string cmd = std::string(VIDAX_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+void expect_one_line_error(const std::string& args, const std::string& needle) {
+  const Result r = run_vidax(args);
+  EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << "\n" << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos)
+      << args << "\nexpected '" << needle << "' in: " << r.out;
+}
+
+TEST(CliT5, RunMatchesFixture) {
+  VIDAX_REQUIRE_FIXTURE(weights, "t5_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(io_path, "t5_tiny.io.safetensors");
+  TempDir dir;
+  const Result r = run_vidax("run t5 --weights " + weights + " --in " + io_path + " --out " +
+                             dir.file("out.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto out = SafetensorsFile::open(dir.file("out.safetensors"));
+  auto io = SafetensorsFile::open(io_path);
+  for (const char* name : {"out", "context", "embed", "block1.pos_bias", "block1.out"})
+    EXPECT_TRUE(all_close(out.tensor(name), io.tensor(name), 1e-5, 1e-5, name));
+  EXPECT_TRUE(out.contains("rel_buckets"));
+}
+
+TEST(CliT5, PromptPathWritesIdsMaskAndContext) {
+  VIDAX_REQUIRE_FIXTURE(weights, "t5_tiny.weights.safetensors");
+  TempDir dir;
+  // The tiny model's vocabulary (256) is smaller than the test tokenizer's (300); these words'
+  // ids all fit (an id beyond it would be an "outside the vocabulary" error).
+  const Result r = run_vidax("run t5 --weights " + weights + " --tokenizer " + kTokenizer +
+                             " --prompt 'A  cat walks' --max-len 16 --no-intermediates --out " +
+                             dir.file("p.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto out = SafetensorsFile::open(dir.file("p.safetensors"));
+  EXPECT_EQ(out.entries().size(), 3u);
+  EXPECT_EQ(out.tensor("ids").shape(), (Shape{1, 16}));
+  int64_t count = 0;
+  for (int64_t i = 0; i < 16; ++i) count += out.tensor("mask").data<int64_t>()[i];
+  EXPECT_EQ(out.tensor("context").shape(), (Shape{count, 32}));
+  EXPECT_EQ(out.tensor("ids").data<int64_t>()[count - 1], 1);  // </s>
+}
+
+TEST(CliT5, BadInputIsOneLine) {
+  VIDAX_REQUIRE_FIXTURE(weights, "t5_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(io_path, "t5_tiny.io.safetensors");
+  TempDir dir;
+  const std::string out = " --out " + dir.file("o.safetensors");
+  expect_one_line_error("run t5 --weights " + weights + out, "either --in");
+  expect_one_line_error("run t5 --weights " + weights + " --prompt hi" + out, "--tokenizer");
+  expect_one_line_error(
+      "run t5 --weights " + weights + " --in " + io_path + " --precision fp64" + out,
+      "--precision");
+  expect_one_line_error("run t5 --weights " + io_path + " --in " + io_path + out, "not a umT5");
+  write_safetensors(dir.file("in.safetensors"), {{"ids", Tensor::zeros(Shape{1, 4}, DType::kI64)}});
+  expect_one_line_error("run t5 --weights " + weights + " --in " + dir.file("in.safetensors") + out,
+                        "'mask'");
+  Tensor ids = Tensor::zeros(Shape{1, 3}, DType::kI64),
+         mask = Tensor::zeros(Shape{1, 3}, DType::kI64);
+  ids.mutable_data<int64_t>()[1] = 999;
+  for (int i = 0; i < 3; ++i) mask.mutable_data<int64_t>()[i] = 1;
+  write_safetensors(dir.file("oov.safetensors"), {{"ids", ids}, {"mask", mask}});
+  expect_one_line_error(
+      "run t5 --weights " + weights + " --in " + dir.file("oov.safetensors") + out,
+      "outside the vocabulary");
+  expect_one_line_error(
+      "run t5 --weights " + weights + " --tokenizer " + dir.path() + " --prompt hi" + out,
+      "spiece.model");
+  expect_one_line_error("bench t5 --tokens 0", "--tokens");
+}
+
+TEST(CliT5, BenchRunsOnACheckpoint) {
+  VIDAX_REQUIRE_FIXTURE(weights, "t5_tiny.weights.safetensors");
+  const Result r = run_vidax("bench t5 --weights " + weights + " --tokens 8 --iters 1 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"seconds_per_encode\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"tokens\":8"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace vidax
