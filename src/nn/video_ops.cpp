@@ -65,7 +65,7 @@ void avg_down3d(const float* x, float* y, int64_t t, int64_t h, int64_t w, int64
       "avg_down3d shapes");
   const int64_t group = c_in * factor / c_out;
   const int64_t to = (t + pad_front) / ft, ho = h / fs, wo = w / fs;
-  const float inv_n = static_cast<float>(group);
+  const auto n_group = static_cast<float>(group);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t ot = 0; ot < to; ++ot)
     for (int64_t oh = 0; oh < ho; ++oh)
@@ -81,7 +81,7 @@ void avg_down3d(const float* x, float* y, int64_t t, int64_t h, int64_t w, int64
             if (it < 0) continue;  // the zero frames in front add nothing
             acc += x[((it * h + oh * fs + bh) * w + ow * fs + bw) * c_in + ch];
           }
-          yp[o] = acc / inv_n;
+          yp[o] = acc / n_group;
         }
       }
 }

@@ -12,6 +12,8 @@ namespace vidax::cli {
 void register_inspect(CLI::App& app);
 void register_run(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_run_vae(CLI::App* run);      // cmd_vae.cpp
+void register_bench_vae(CLI::App* bench);  // cmd_vae.cpp
 
 // "16,5,30,52" -> {16, 5, 30, 52}; `flag` names the option in errors.
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag);
