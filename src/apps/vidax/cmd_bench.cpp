@@ -172,6 +172,7 @@ void register_bench(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
   bench->fallthrough();
+  register_bench_vae(bench);
   {
     auto* cmd = bench->add_subcommand("dit", "Time DiT forward passes at real model shapes");
     auto a = std::make_shared<BenchArgs>();

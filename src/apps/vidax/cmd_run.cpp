@@ -150,6 +150,7 @@ void register_run(CLI::App& app) {
   CLI::App* run = app.add_subcommand("run", "Run one module on tensors from a safetensors file");
   run->require_subcommand(1);
   run->fallthrough();
+  register_run_vae(run);
 
   {
     auto* cmd = run->add_subcommand(

@@ -15,6 +15,8 @@ void register_bench(CLI::App& app);
 void register_generate(CLI::App& app, int argc, char** argv);
 void register_run_t5(CLI::App& run);      // cmd_t5.cpp
 void register_bench_t5(CLI::App& bench);  // cmd_t5.cpp
+void register_run_vae(CLI::App* run);      // cmd_vae.cpp
+void register_bench_vae(CLI::App* bench);  // cmd_vae.cpp
 
 // "16,5,30,52" -> {16, 5, 30, 52}; `flag` names the option in errors.
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag);
