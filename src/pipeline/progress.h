@@ -37,6 +37,7 @@ class Progress {
 
   // isatty(stderr) || forced: the default for the CLI's progress on stderr.
   static bool should_enable(bool forced);
+  bool enabled() const { return enabled_; }
 
   // Starts a phase of `total` units named `unit` ("step", "chunk"); ends the previous one.
   void begin_phase(std::string name, int total, std::string unit = "step");

@@ -223,7 +223,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
   Tensor latent;
   {
     const auto t0 = Clock::now();
-    progress.message("loading the diffusion transformer");
+    if (progress.enabled()) progress.message("loading the diffusion transformer");
     const auto ck = wan::DitCheckpoint::open(plan.files.dit);
     wan::WanDit dit(ck.config(), ck.loader(), o.precision);
     ck.source().release_resident_pages();
@@ -269,7 +269,8 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
   // 4. Sidecar to a temporary, then the video and the sidecar are renamed into place.
   json hashes = json::object();
   if (o.hash_models) {
-    progress.message("hashing model files for the sidecar (cached after the first run)");
+    if (progress.enabled())
+      progress.message("hashing model files for the sidecar (cached after the first run)");
     for (const auto& [key, path] : {std::pair<std::string, std::string>{"dit", plan.files.dit},
                                     {"t5", plan.files.t5},
                                     {"vae", plan.files.vae},

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -36,7 +37,7 @@ struct GenerateOptions {
   double fps = 16;
   int64_t vae_tile = 0;  // latent pixels per tile side for VAE decode (0: no tiling)
   bool hash_models = true;
-  std::string command_line;  // recorded in the sidecar
+  std::vector<std::string> command_line;  // argv, recorded in the sidecar
 };
 
 struct GenerationPlan {

@@ -26,10 +26,8 @@ struct GenerateArgs {
   bool dry_run = false, progress = false, no_hash = false, json = false;
 };
 
-std::string joined_command_line(int argc, char** argv) {
-  std::string s;
-  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
-  return s;
+std::vector<std::string> command_line_of(int argc, char** argv) {
+  return std::vector<std::string>(argv, argv + argc);
 }
 
 GenerateOptions to_options(const GenerateArgs& a) {
@@ -94,7 +92,7 @@ void register_generate(CLI::App& app, int argc, char** argv) {
   cmd->add_flag("--progress", a->progress, "progress display even when stderr is not a terminal");
   cmd->add_flag("--no-hash", a->no_hash, "skip the SHA-256 of the model files in the sidecar");
   cmd->add_flag("--json", a->json, "print the plan (dry run) or the result as JSON on stdout");
-  const std::string command_line = joined_command_line(argc, argv);
+  const std::vector<std::string> command_line = command_line_of(argc, argv);
   cmd->callback([a, command_line, negative] {
     a->negative_given = negative->count() > 0;
     GenerateOptions o = to_options(*a);

@@ -1,6 +1,7 @@
 #include "models/wan/vae_checkpoint.h"
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -57,6 +58,20 @@ std::string read_text(const fs::path& p) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// A diffusers AutoencoderKLWan config (base_dim / _class_name) or the official VAE kwargs
+// (z_dim with dim_mult); a DiT or T5 config.json in the same folder is not one.
+bool is_vae_config_json(const std::string& text) {
+  try {
+    const auto j = nlohmann::json::parse(text);
+    if (!j.is_object()) return false;
+    if (j.contains("_class_name") && j["_class_name"].is_string())
+      return j["_class_name"].get<std::string>().find("Autoencoder") != std::string::npos;
+    return j.contains("base_dim") || (j.contains("z_dim") && j.contains("dim_mult"));
+  } catch (const nlohmann::json::exception&) {
+    return true;  // let the parser report the syntax error with the file name
+  }
 }
 
 }  // namespace
@@ -154,7 +169,10 @@ VaeCheckpoint VaeCheckpoint::open(const std::string& path,
   if (config_override) {
     ck.config_ = *config_override;
     ck.config_source_ = "override";
-  } else if (fs::is_regular_file(dir / "config.json")) {
+  } else if (fs::is_regular_file(dir / "config.json") &&
+             is_vae_config_json(read_text(dir / "config.json"))) {
+    // Only a VAE config counts: the official Wan folder keeps the DiT's config.json beside
+    // Wan2.1_VAE.pth.
     ck.config_ =
         vae_config_from_json(read_text(dir / "config.json"), (dir / "config.json").string());
     ck.config_source_ = (dir / "config.json").string();

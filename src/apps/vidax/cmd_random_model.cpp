@@ -1,0 +1,33 @@
+// `vidax random-model DIR --layout official|diffusers|comfyui --tokenizer spiece.model`: writes a
+// tiny random Wan 2.1 T2V model folder in a published layout, for smoke tests of a setup and
+// for the end-to-end tests of `vidax generate` (no 20 GB download needed).
+#include "apps/vidax/commands.h"
+#include "models/wan/tokenizer.h"
+#include "pipeline/random_model.h"
+
+namespace vidax::cli {
+
+void register_random_model(CLI::App& app) {
+  struct Args {
+    std::string dir, layout = "official", tokenizer;
+    uint64_t seed = 0;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "random-model", "Write a tiny random Wan 2.1 T2V model folder in a published layout");
+  cmd->add_option("dir", a->dir, "output folder")->required();
+  cmd->add_option("--layout", a->layout, "official | diffusers | comfyui (default official)");
+  cmd->add_option("--tokenizer", a->tokenizer, "spiece.model to ship with the model")->required();
+  cmd->add_option("--seed", a->seed, "weight seed (default 0)");
+  cmd->callback([a] {
+    // The T5 vocabulary must cover every id the tokenizer can produce.
+    const auto tokenizer = wan::Tokenizer::open(a->tokenizer);
+    RandomModelSpec spec = tiny_random_model_spec(tokenizer.vocab_size());
+    spec.seed = a->seed;
+    write_random_model(a->dir, a->layout, spec, tokenizer.path());
+    std::printf("wrote a tiny random Wan 2.1 T2V model (%s layout) to %s\n", a->layout.c_str(),
+                a->dir.c_str());
+  });
+}
+
+}  // namespace vidax::cli

@@ -1,0 +1,179 @@
+#include "pipeline/random_model.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "io/torch_checkpoint.h"
+#include "models/wan/dit_checkpoint.h"
+#include "models/wan/dit_random.h"
+#include "models/wan/dit_tensors.h"
+#include "models/wan/t5_checkpoint.h"
+#include "models/wan/t5_random.h"
+#include "models/wan/t5_tensors.h"
+#include "models/wan/vae_checkpoint.h"
+#include "models/wan/vae_random.h"
+#include "models/wan/vae_tensors.h"
+
+namespace vidax {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Named = std::vector<std::pair<std::string, Tensor>>;
+
+template <typename Decls, typename Rename>
+Named materialize(const Decls& decls, const wan::WeightFn& weights, const Rename& rename) {
+  Named out;
+  for (const auto& d : decls) out.emplace_back(rename(d.name), weights(d.name));
+  return out;
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw_input_error(path.string(), ": cannot write");
+}
+
+void copy_tokenizer(const std::string& spiece, const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  fs::copy_file(spiece, dir / "spiece.model", fs::copy_options::overwrite_existing, ec);
+  if (ec)
+    throw_input_error(spiece, ": cannot copy the tokenizer to ", dir.string(), ": ", ec.message());
+}
+
+json diffusers_dit_config(const wan::DitConfig& c) {
+  return {{"_class_name", "WanTransformer3DModel"},
+          {"_diffusers_version", "0.33.0"},
+          {"patch_size", {c.patch[0], c.patch[1], c.patch[2]}},
+          {"num_attention_heads", c.num_heads},
+          {"attention_head_dim", c.head_dim()},
+          {"in_channels", c.in_dim},
+          {"out_channels", c.out_dim},
+          {"text_dim", c.text_dim},
+          {"freq_dim", c.freq_dim},
+          {"ffn_dim", c.ffn_dim},
+          {"num_layers", c.num_layers},
+          {"cross_attn_norm", c.cross_attn_norm},
+          {"qk_norm", "rms_norm_across_heads"},
+          {"eps", c.eps},
+          {"rope_max_seq_len", 1024}};
+}
+
+json transformers_t5_config(const wan::T5Config& c) {
+  return {{"architectures", {"UMT5EncoderModel"}},
+          {"model_type", "umt5"},
+          {"d_model", c.dim},
+          {"d_kv", c.head_dim()},
+          {"d_ff", c.dim_ffn},
+          {"num_heads", c.num_heads},
+          {"num_layers", c.num_layers},
+          {"vocab_size", c.vocab},
+          {"relative_attention_num_buckets", c.num_buckets},
+          {"relative_attention_max_distance", 128},
+          {"feed_forward_proj", "gated-gelu"},
+          {"layer_norm_epsilon", 1e-6}};
+}
+
+json diffusers_vae_config(const wan::VaeConfig& c) {
+  return {{"_class_name", "AutoencoderKLWan"},
+          {"base_dim", c.dim},
+          {"z_dim", c.z_dim},
+          {"dim_mult", c.dim_mult},
+          {"num_res_blocks", c.num_res_blocks},
+          {"attn_scales", json::array()},
+          {"temperal_downsample", c.temporal_downsample},
+          {"latents_mean", c.latent_mean},
+          {"latents_std", c.latent_std}};
+}
+
+}  // namespace
+
+RandomModelSpec tiny_random_model_spec(int64_t vocab) {
+  RandomModelSpec s;
+  s.t5.vocab = vocab;
+  s.t5.dim = 64;
+  s.t5.dim_attn = 64;
+  s.t5.dim_ffn = 128;
+  s.t5.num_heads = 4;
+  s.t5.num_layers = 2;
+  s.dit.dim = 128;
+  s.dit.ffn_dim = 256;
+  s.dit.num_heads = 1;  // head_dim 128 as every Wan model (the RoPE split assumes it)
+  s.dit.num_layers = 2;
+  s.dit.text_dim = s.t5.dim;
+  s.dit.freq_dim = 256;
+  s.vae = *wan::vae_preset("wan2.1-vae");
+  s.vae.dim = 8;
+  s.vae.dec_dim = 8;
+  return s;
+}
+
+void write_random_model(const std::string& dir_text, const std::string& layout,
+                        const RandomModelSpec& spec, const std::string& spiece_model) {
+  if (layout != "official" && layout != "diffusers" && layout != "comfyui")
+    throw_input_error("--layout: expected official, diffusers or comfyui, got '", layout, "'");
+  const fs::path dir(dir_text);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw_input_error(dir_text, ": cannot create folder: ", ec.message());
+
+  const auto dit_w = wan::random_dit_weights(spec.dit, DType::kF32, spec.seed);
+  const auto t5_w = wan::random_t5_weights(spec.t5, DType::kBF16, spec.seed + 1);
+  const auto vae_w = wan::random_vae_weights(spec.vae, DType::kF32, spec.seed + 2);
+  const auto dit_decls = wan::dit_tensor_decls(spec.dit);
+  const auto t5_decls = wan::t5_tensor_decls(spec.t5);
+  const auto vae_decls = wan::vae_tensor_decls(spec.vae);
+  auto same = [](const std::string& n) { return n; };
+
+  if (layout == "official") {
+    // Wan-AI/Wan2.1-T2V-*: DiT safetensors + config.json, T5 and VAE as torch .pth files.
+    write_safetensors((dir / "diffusion_pytorch_model.safetensors").string(),
+                      materialize(dit_decls, dit_w, same));
+    write_text(dir / "config.json", spec.dit.to_json());
+    write_torch_checkpoint((dir / "models_t5_umt5-xxl-enc-bf16.pth").string(),
+                           materialize(t5_decls, t5_w, same));
+    write_torch_checkpoint((dir / "Wan2.1_VAE.pth").string(), materialize(vae_decls, vae_w, same));
+    copy_tokenizer(spiece_model, dir / "google" / "umt5-xxl");
+  } else if (layout == "diffusers") {
+    for (const char* sub : {"transformer", "text_encoder", "vae"})
+      fs::create_directories(dir / sub, ec);
+    write_safetensors((dir / "transformer" / "diffusion_pytorch_model.safetensors").string(),
+                      materialize(dit_decls, dit_w, wan::official_to_diffusers));
+    write_text(dir / "transformer" / "config.json", diffusers_dit_config(spec.dit).dump(2));
+    write_safetensors((dir / "text_encoder" / "model.safetensors").string(),
+                      materialize(t5_decls, t5_w, wan::t5_official_to_transformers));
+    write_text(dir / "text_encoder" / "config.json", transformers_t5_config(spec.t5).dump(2));
+    write_safetensors((dir / "vae" / "diffusion_pytorch_model.safetensors").string(),
+                      materialize(vae_decls, vae_w, [&](const std::string& n) {
+                        return wan::vae_official_to_diffusers(n, spec.vae);
+                      }));
+    write_text(dir / "vae" / "config.json", diffusers_vae_config(spec.vae).dump(2));
+    copy_tokenizer(spiece_model, dir / "tokenizer");
+    write_text(dir / "model_index.json",
+               json{{"_class_name", "WanPipeline"},
+                    {"transformer", {"diffusers", "WanTransformer3DModel"}}}
+                   .dump(2));
+  } else {
+    // ComfyUI split_files: prefixed bf16 DiT, fp16 text encoder (transformers names), VAE.
+    for (const char* sub : {"diffusion_models", "text_encoders", "vae"})
+      fs::create_directories(dir / sub, ec);
+    Named dit = materialize(dit_decls, dit_w,
+                            [](const std::string& n) { return "model.diffusion_model." + n; });
+    for (auto& [name, t] : dit) t = t.to(DType::kBF16);
+    write_safetensors((dir / "diffusion_models" / "wan2.1_t2v_tiny_bf16.safetensors").string(),
+                      dit);
+    Named t5 = materialize(t5_decls, t5_w, wan::t5_official_to_transformers);
+    for (auto& [name, t] : t5) t = t.to(DType::kF16);
+    write_safetensors((dir / "text_encoders" / "umt5_tiny_fp16.safetensors").string(), t5);
+    write_safetensors((dir / "vae" / "wan_2.1_vae_tiny.safetensors").string(),
+                      materialize(vae_decls, vae_w, same));
+  }
+}
+
+}  // namespace vidax

@@ -1,0 +1,35 @@
+// Writes a complete text-to-video model folder with small random weights in one of the three
+// published layouts (official Wan repository, diffusers repository, ComfyUI models folder),
+// exactly as the loaders expect real downloads: the official layout stores the T5 encoder and
+// the VAE as PyTorch `.pth` zip checkpoints, diffusers uses its own names and config.json files,
+// ComfyUI prefixes the DiT names and stores fp16/bf16. For end-to-end tests of `vidax generate`
+// and for users who want to check a setup without downloading 20 GB. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "models/wan/dit_config.h"
+#include "models/wan/t5_config.h"
+#include "models/wan/vae_config.h"
+
+namespace vidax {
+
+struct RandomModelSpec {
+  wan::DitConfig dit;
+  wan::T5Config t5;
+  wan::VaeConfig vae;
+  uint64_t seed = 0;
+};
+
+// A tiny Wan 2.1 T2V model (DiT dim 128, 2 layers; umT5 dim 64, 2 layers, vocab `vocab`; VAE
+// base width 8 with 16 latent channels) that runs a 64x64, 5-frame generation in seconds.
+RandomModelSpec tiny_random_model_spec(int64_t vocab);
+
+// `layout`: "official" | "diffusers" | "comfyui". `spiece_model` is copied into the folder where
+// the layout keeps its tokenizer (ComfyUI keeps none). Creates `dir` if needed. InputError on
+// an unknown layout or I/O failure.
+void write_random_model(const std::string& dir, const std::string& layout,
+                        const RandomModelSpec& spec, const std::string& spiece_model);
+
+}  // namespace vidax

@@ -1,0 +1,239 @@
+// End to end: `vidax random-model` writes a tiny random Wan 2.1 T2V model in each published
+// layout (official .pth files, diffusers folders, ComfyUI fp16/bf16 files); `vidax generate`
+// turns a prompt into a real video, checked with ffprobe; the sidecar must describe the run.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "support/test_support.h"
+
+namespace vidax {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using vidax::testing::TempDir;
+
+struct Result {
+  int code;
+  std::string out;
+};
+
+Result run_shell(const std::string& cmd) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+Result vidax(const std::string& args) { return run_shell(std::string(VIDAX_BINARY) + " " + args); }
+
+std::string tokenizer() {
+  return std::string(VIDAX_SOURCE_DIR) + "/tests/data/tokenizer/spiece.model";
+}
+
+// Builds the model folder once per layout per test process.
+std::string model_dir(const std::string& layout) {
+  static TempDir root;
+  const std::string dir = root.file(layout);
+  if (!fs::exists(dir)) {
+    const Result r = vidax("random-model " + dir + " --layout " + layout + " --tokenizer " +
+                           tokenizer() + " --seed 3");
+    EXPECT_EQ(r.code, 0) << r.out;
+  }
+  return dir;
+}
+
+std::string model_args(const std::string& layout) {
+  std::string a = "--model " + model_dir(layout);
+  if (layout == "comfyui") a += " --tokenizer " + tokenizer();
+  return a;
+}
+
+json ffprobe(const std::string& path) {
+  const Result r = run_shell(
+      "ffprobe -v error -count_frames -show_entries "
+      "stream=codec_name,width,height,pix_fmt,r_frame_rate,nb_read_frames -of json " +
+      path);
+  EXPECT_EQ(r.code, 0) << r.out;
+  return json::parse(r.out, nullptr, false);
+}
+
+bool is_hex_digest(const json& v) {
+  if (!v.is_string() || v.get<std::string>().size() != 64) return false;
+  for (char c : v.get<std::string>())
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+class Generate : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Generate, WritesAnMp4AndACompleteSidecar) {
+  const std::string layout = GetParam();
+  TempDir out;
+  ::setenv("XDG_CACHE_HOME", out.file("cache").c_str(), 1);
+  const Result r = vidax("generate " + model_args(layout) +
+                         " --prompt 'a red square moves to the left' --size 64x32 --frames 9"
+                         " --steps 2 --seed 7 --json -o " +
+                         out.file("clip.mp4"));
+  ASSERT_EQ(r.code, 0) << r.out;
+
+  const json probe = ffprobe(out.file("clip.mp4"));
+  ASSERT_TRUE(probe.contains("streams") && probe["streams"].size() == 1) << probe.dump();
+  const json& s = probe["streams"][0];
+  EXPECT_EQ(s["codec_name"], "h264");
+  EXPECT_EQ(s["pix_fmt"], "yuv420p");
+  EXPECT_EQ(s["width"], 64);
+  EXPECT_EQ(s["height"], 32);
+  EXPECT_EQ(s["r_frame_rate"], "16/1");
+  EXPECT_EQ(s["nb_read_frames"], "9");
+
+  std::ifstream in(out.file("clip.mp4.json"));
+  ASSERT_TRUE(in.good()) << "no sidecar";
+  const json side = json::parse(in);
+  EXPECT_EQ(side["prompt"], "a red square moves to the left");
+  EXPECT_NE(side["negative_prompt"].get<std::string>().find("色调艳丽"), std::string::npos)
+      << "the official default negative prompt";
+  EXPECT_EQ(side["seed"], 7);
+  EXPECT_EQ(side["size"], json({64, 32}));
+  EXPECT_EQ(side["frames"], 9);
+  EXPECT_EQ(side["fps"], 16.0);
+  EXPECT_EQ(side["steps"], 2);
+  EXPECT_EQ(side["sampler"], "unipc");
+  EXPECT_EQ(side["shift"], 5.0);
+  EXPECT_EQ(side["guide_scale"], 5.0);
+  EXPECT_EQ(side["precision"], "bf16");
+  EXPECT_EQ(side["plan"]["files"]["layout"], layout);
+  EXPECT_EQ(side["plan"]["tokens"], 3 * 2 * 4);  // latent [16, 3, 4, 8], patch (1, 2, 2)
+  for (const char* part : {"dit", "t5", "vae", "tokenizer"}) {
+    ASSERT_TRUE(side["model_sha256"].contains(part)) << part;
+    ASSERT_FALSE(side["model_sha256"][part].empty()) << part;
+    for (const auto& [file, digest] : side["model_sha256"][part].items())
+      EXPECT_TRUE(is_hex_digest(digest)) << part << " " << file;
+  }
+  for (const char* t : {"encode_text_seconds", "denoise_seconds", "seconds_per_step",
+                        "decode_seconds", "total_seconds"})
+    EXPECT_GT(side["timings"][t].get<double>(), 0.0) << t;
+  EXPECT_TRUE(side["command"].is_array());
+  // Only the two finished files: no temporaries left behind.
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(out.path()))
+    if (e.path().filename() != "cache") ++entries;
+  EXPECT_EQ(entries, 2);
+  ::unsetenv("XDG_CACHE_HOME");
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, Generate, ::testing::Values("official", "diffusers", "comfyui"));
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(GenerateEndToEnd, OfficialAndDiffusersLayoutsGiveTheSameFrames) {
+  // Same random weights stored under two layouts (f32 DiT and VAE, bf16 T5 in both): the
+  // loaders must map every tensor to the same place, so the PNG frames are byte-identical.
+  TempDir out;
+  for (const char* layout : {"official", "diffusers"}) {
+    const Result r = vidax("generate " + model_args(layout) +
+                           " --prompt 'a blue circle grows' --size 64x64 --frames 5 --steps 2"
+                           " --seed 11 --no-hash -o " +
+                           out.file(std::string(layout) + "/"));
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+  for (int i = 0; i < 5; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "frame_%05d.png", i);
+    const std::string a = read_file(out.file(std::string("official/") + name));
+    ASSERT_FALSE(a.empty()) << name;
+    EXPECT_EQ(a, read_file(out.file(std::string("diffusers/") + name))) << name;
+  }
+  // A different seed gives a different video.
+  const Result r = vidax("generate " + model_args("official") +
+                         " --prompt 'a blue circle grows' --size 64x64 --frames 5 --steps 2"
+                         " --seed 12 --no-hash -o " +
+                         out.file("other/"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(read_file(out.file("official/frame_00004.png")),
+            read_file(out.file("other/frame_00004.png")));
+}
+
+TEST(GenerateEndToEnd, DryRunPrintsThePlanAndWritesNothing) {
+  TempDir out;
+  const Result r =
+      vidax("generate " + model_args("official") +
+            " --prompt x --size 832x480 --frames 81 --dry-run -o " + out.file("never.mp4"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("tokens 32760"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("estimated peak"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("decode"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out.file("never.mp4")));
+  const Result j = vidax("generate " + model_args("official") +
+                         " --prompt x --size 832x480 --frames 81 --dry-run --json");
+  ASSERT_EQ(j.code, 0) << j.out;
+  const json plan = json::parse(j.out, nullptr, false);
+  ASSERT_FALSE(plan.is_discarded()) << j.out;
+  EXPECT_EQ(plan["latent"], json({16, 21, 60, 104}));
+  EXPECT_EQ(plan["memory"]["phases"].size(), 3u);
+}
+
+void expect_error(const std::string& args, const std::string& needle) {
+  const Result r = vidax(args);
+  EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos) << "expected '" << needle << "' in " << r.out;
+}
+
+TEST(GenerateEndToEnd, BadRequestsAreRefusedUpFrontAndLeaveNothing) {
+  TempDir out;
+  const std::string m = "generate " + model_args("official") + " --prompt x ";
+  expect_error(m + "--frames 8 -o " + out.file("a.mp4"), "5 or 9");
+  expect_error(m + "--size 70x64 -o " + out.file("a.mp4"), "width 64 or 80");
+  expect_error(m + "--size 64x64 --frames 5 -o " + out.file("a.avi"), "a.avi");
+  expect_error(m + "--size 64x64 --frames 5 -o " + out.file("no/such/dir/a.mp4"), "a.mp4");
+  expect_error(m + "--steps 0", "--steps");
+  expect_error(m + "--sampler heun", "--sampler");
+  expect_error("generate --prompt x --dit " + out.file("missing.safetensors"), "--t5");
+  expect_error("generate --model " + out.path() + " --prompt x", "no diffusion transformer");
+  EXPECT_TRUE(fs::is_empty(out.path()));
+}
+
+TEST(GenerateEndToEnd, InterruptLeavesNoPartialFile) {
+  TempDir out;
+  const std::string cmd = std::string(VIDAX_BINARY) + " generate " + model_args("official") +
+                          " --prompt x --size 128x128 --frames 17 --steps 1000 --no-hash -o " +
+                          out.file("long.mp4");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd + " >/dev/null 2>&1").c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait until the writer's temporary exists (the run is then well under way), then Ctrl-C.
+  bool started = false;
+  for (int i = 0; i < 600 && !started; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (const auto& e : fs::directory_iterator(out.path()))
+      started |= e.path().filename().string().find(".tmp.") != std::string::npos;
+  }
+  EXPECT_TRUE(started) << "the run never created its temporary output";
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << "status " << status;
+  EXPECT_TRUE(fs::is_empty(out.path())) << "something was left behind";
+}
+
+}  // namespace
+}  // namespace vidax
