@@ -23,6 +23,9 @@
 
 namespace vidax {
 
+// x264 crf of the official Wan MP4s: imageio's quality=8 becomes -crf int((1 - 0.8) * 51) = 10.
+constexpr int kWanOfficialMp4Crf = 10;
+
 struct VideoSpec {
   int64_t width = 0, height = 0;
   double fps = 16;  // Wan 2.1 sample_fps; Wan 2.2 TI2V uses 24
