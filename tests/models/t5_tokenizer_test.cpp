@@ -2,10 +2,12 @@
 // against the sentencepiece CLI for a tiny real model (tests/data/tokenizer, made by
 // tools/make_test_tokenizer.sh), </s>, truncation, padding, and refusals.
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "io/safetensors.h"
 #include "models/wan/tokenizer.h"
 #include "support/test_support.h"
 
@@ -198,6 +200,22 @@ TEST(T5Tokenizer, FromSerializedBytesEqualsFile) {
   const std::string p = "Snow falls on a quiet village.";
   EXPECT_EQ(real_ids(a.encode(p, 32)), real_ids(b.encode(p, 32)));
   EXPECT_THROW(Tokenizer::from_serialized("junk", "embedded"), InputError);
+}
+
+// ComfyUI's umt5_xxl_*.safetensors embed the tokenizer as a U8 tensor "spiece_model".
+TEST(T5Tokenizer, OpensTheModelEmbeddedInAComfyUiFile) {
+  std::ifstream f(kModel, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  Tensor blob = Tensor::zeros(Shape{static_cast<int64_t>(bytes.size())}, DType::kU8);
+  std::memcpy(blob.raw_mutable_data(), bytes.data(), bytes.size());
+  TempDir dir;
+  write_safetensors(dir.file("umt5.safetensors"),
+                    {{"shared.weight", Tensor::zeros(Shape{4, 2})}, {"spiece_model", blob}});
+  const Tokenizer a = Tokenizer::open(dir.file("umt5.safetensors"));
+  const std::string p = "A drone shot of a rocky coastline.";
+  EXPECT_EQ(real_ids(a.encode(p, 32)), real_ids(Tokenizer::open(kModel).encode(p, 32)));
+  write_safetensors(dir.file("none.safetensors"), {{"shared.weight", Tensor::zeros(Shape{4, 2})}});
+  EXPECT_THROW(Tokenizer::open(dir.file("none.safetensors")), InputError);
 }
 
 }  // namespace

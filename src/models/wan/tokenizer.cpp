@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "io/safetensors.h"
 
 namespace vidax::wan {
 namespace {
@@ -327,6 +328,17 @@ Tokenizer Tokenizer::open(const std::string& path) {
     p = found;
   } else if (p.extension() == ".json") {
     throw_input_error(path, json_hint);
+  } else if (p.extension() == ".safetensors") {
+    // ComfyUI text-encoder files carry the tokenizer as a byte tensor named "spiece_model".
+    const TensorSource src = TensorSource::open(path);
+    for (const auto& name : src.names()) {
+      if (name != "spiece_model" && !name.ends_with(".spiece_model")) continue;
+      const Tensor t = src.tensor(name).contiguous();
+      const std::string bytes(static_cast<const char*>(t.raw_data()), t.nbytes());
+      return from_serialized(bytes, path + " (" + name + ")");
+    }
+    throw_input_error(path, ": this safetensors file embeds no 'spiece_model' tokenizer",
+                      json_hint);
   }
   Tokenizer t;
   t.impl_->path = p.string();

@@ -28,8 +28,9 @@ struct TokenizedText {
 
 class Tokenizer {
  public:
-  // `path`: a sentencepiece model file, or a folder holding `spiece.model` (or
-  // `tokenizer.model`). Throws InputError naming the path otherwise.
+  // `path`: a sentencepiece model file, a folder holding `spiece.model` (or `tokenizer.model`),
+  // or a ComfyUI text-encoder .safetensors embedding it as the U8 tensor `spiece_model`.
+  // Throws InputError naming the path otherwise.
   static Tokenizer open(const std::string& path);
   // A serialized sentencepiece model held in memory; `label` names it in errors.
   static Tokenizer from_serialized(const std::string& model_bytes, const std::string& label);
