@@ -195,6 +195,9 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
   spec.width = out_w;
   spec.height = out_h;
   spec.fps = o.fps;
+  spec.crf = o.crf;
+  if (o.crf < 0 && video_format_for_path(o.output) == VideoFormat::kMp4)
+    spec.crf = kWanOfficialMp4Crf;
   auto writer = VideoWriter::open(o.output, spec);
 
   // 1. Text: both prompts, then the encoder is released before the DiT loads.
@@ -286,6 +289,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
                   {"size", {out_w, out_h}},
                   {"frames", r.frames},
                   {"fps", o.fps},
+                  {"crf", spec.crf},
                   {"steps", o.denoise.steps},
                   {"sampler", o.denoise.sampler},
                   {"shift", o.denoise.shift},

@@ -35,6 +35,7 @@ struct GenerateOptions {
   wan::Precision precision = wan::Precision::kBF16;
   std::string output;  // .mp4, .webm or a folder for PNG frames
   double fps = 16;
+  int crf = -1;          // -1: MP4 at the official quality (crf 10), WebM at the VP9 default
   int64_t vae_tile = 0;  // latent pixels per tile side for VAE decode (0: no tiling)
   bool hash_models = true;
   std::vector<std::string> command_line;  // argv, recorded in the sidecar

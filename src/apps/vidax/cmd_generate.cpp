@@ -21,7 +21,7 @@ struct GenerateArgs {
   std::string prompt, negative_prompt, size = "832x480", sampler = "unipc", precision = "bf16";
   std::string output = "out.mp4";
   bool negative_given = false;
-  int64_t frames = 81, steps = 50, seed = -1, vae_tile = 0;
+  int64_t frames = 81, steps = 50, seed = -1, vae_tile = 0, crf = -1;
   double shift = 5.0, guide_scale = 5.0, fps = 16;
   bool dry_run = false, progress = false, no_hash = false, json = false;
 };
@@ -58,6 +58,7 @@ GenerateOptions to_options(const GenerateArgs& a) {
   o.output = a.output;
   o.fps = a.fps;
   o.vae_tile = a.vae_tile;
+  o.crf = static_cast<int>(a.crf);
   o.hash_models = !a.no_hash;
   return o;
 }
@@ -85,6 +86,9 @@ void register_generate(CLI::App& app, int argc, char** argv) {
   cmd->add_option("--seed", a->seed, "noise seed (default: random, recorded in the sidecar)");
   cmd->add_option("--precision", a->precision, "bf16 | fp32 for the DiT (default bf16)");
   cmd->add_option("--fps", a->fps, "frames per second of the output (default 16)");
+  cmd->add_option("--crf", a->crf,
+                  "encoder quality, lower is better (default: MP4 crf 10 as the official "
+                  "imageio quality=8, WebM the VP9 default)");
   cmd->add_option("--vae-tile", a->vae_tile,
                   "decode in spatial tiles of this many latent pixels (default: no tiling)");
   cmd->add_option("-o,--output", a->output, "out.mp4 | out.webm | folder/ of PNG frames");
