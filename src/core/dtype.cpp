@@ -21,6 +21,8 @@ size_t dtype_size(DType dtype) {
       return 8;
     case DType::kI32:
       return 4;
+    case DType::kU8:
+      return 1;
   }
   return 0;
 }
@@ -41,19 +43,23 @@ std::string_view dtype_name(DType dtype) {
       return "I64";
     case DType::kI32:
       return "I32";
+    case DType::kU8:
+      return "U8";
   }
   return "?";
 }
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3, DType::kF8E5M2,
-                  DType::kI64, DType::kI32}) {
+                  DType::kI64, DType::kI32, DType::kU8}) {
     if (dtype_name(d) == name) return d;
   }
   return std::nullopt;
 }
 
-bool is_float(DType dtype) { return dtype != DType::kI64 && dtype != DType::kI32; }
+bool is_float(DType dtype) {
+  return dtype != DType::kI64 && dtype != DType::kI32 && dtype != DType::kU8;
+}
 
 float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;

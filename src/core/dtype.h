@@ -10,7 +10,8 @@
 
 namespace vidax {
 
-enum class DType : uint8_t { kF32, kBF16, kF16, kF8E4M3, kF8E5M2, kI64, kI32 };
+// kU8 is storage only (8-bit images such as the synthetic video dataset); not a float type.
+enum class DType : uint8_t { kF32, kBF16, kF16, kF8E4M3, kF8E5M2, kI64, kI32, kU8 };
 
 size_t dtype_size(DType dtype);
 std::string_view dtype_name(DType dtype);  // safetensors spelling

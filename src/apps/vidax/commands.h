@@ -12,6 +12,7 @@ namespace vidax::cli {
 void register_inspect(CLI::App& app);
 void register_run(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_synth(CLI::App& app);
 
 // "16,5,30,52" -> {16, 5, 30, 52}; `flag` names the option in errors.
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag);

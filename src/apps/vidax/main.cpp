@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   vidax::cli::register_inspect(app);
   vidax::cli::register_run(app);
   vidax::cli::register_bench(app);
+  vidax::cli::register_synth(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
