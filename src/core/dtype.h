@@ -10,7 +10,8 @@
 
 namespace vidax {
 
-// kU8 is raw bytes (e.g. the sentencepiece model ComfyUI embeds in text-encoder files).
+// kU8 is raw bytes, storage only: 8-bit images (the synthetic video dataset) and the
+// sentencepiece model ComfyUI embeds in text-encoder files. Not a float type.
 enum class DType : uint8_t { kF32, kBF16, kF16, kF8E4M3, kF8E5M2, kI64, kI32, kU8 };
 
 size_t dtype_size(DType dtype);

@@ -49,6 +49,10 @@ template <>
 constexpr DType dtype_of<int32_t>() {
   return DType::kI32;
 }
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::kU8;
+}
 
 class Tensor {
  public:

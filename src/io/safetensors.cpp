@@ -25,7 +25,7 @@ using nlohmann::json;
 // is rejected while parsing, before a hostile header can build a huge nested document.
 constexpr int kMaxJsonDepth = 3;
 
-constexpr std::string_view kAcceptedDtypes = "F32, BF16, F16, F8_E4M3, F8_E5M2, I64, I32";
+constexpr std::string_view kAcceptedDtypes = "F32, BF16, F16, F8_E4M3, F8_E5M2, I64, I32, U8";
 
 uint64_t read_u64_le(const std::byte* p) {
   uint64_t v = 0;

@@ -18,6 +18,7 @@ void register_run_t5(CLI::App& run);       // cmd_t5.cpp
 void register_bench_t5(CLI::App& bench);   // cmd_t5.cpp
 void register_run_vae(CLI::App* run);      // cmd_vae.cpp
 void register_bench_vae(CLI::App* bench);  // cmd_vae.cpp
+void register_synth(CLI::App& app);
 
 // "16,5,30,52" -> {16, 5, 30, 52}; `flag` names the option in errors.
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag);

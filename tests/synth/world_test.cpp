@@ -1,0 +1,177 @@
+// Scene sampling, captions and their parser: determinism, coverage, round trips, errors.
+#include "synth/synth_world.h"
+
+#include <set>
+
+#include "core/error.h"
+#include "support/test_support.h"
+
+namespace vidax::synth {
+namespace {
+
+TEST(SynthRng, IsSplitmix64) {
+  // Reference outputs of splitmix64 from state 0 (Vigna's splitmix64.c).
+  SynthRng rng(0);
+  EXPECT_EQ(rng.next(), 0xe220a8397b1dcdafull);
+  EXPECT_EQ(rng.next(), 0x6e789e6aa1b965f4ull);
+  EXPECT_EQ(rng.next(), 0x06c45d188009454full);
+}
+
+TEST(SynthRng, UniformStaysInRangeAndHitsBothEnds) {
+  SynthRng rng(42);
+  std::set<int32_t> seen;
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t v = rng.uniform(-3, 4);
+    ASSERT_GE(v, -3);
+    ASSERT_LE(v, 4);
+    seen.insert(v);
+  }
+  EXPECT_EQ(seen.size(), 8u);
+  EXPECT_EQ(rng.uniform(7, 7), 7);
+}
+
+TEST(SampleScene, SameSeedSameSceneOtherSeedOtherScene) {
+  for (uint64_t seed : {0ull, 1ull, 12345ull, 0xffffffffffffffffull}) {
+    const SceneSpec a = sample_scene(seed), b = sample_scene(seed);
+    EXPECT_EQ(a, b) << seed;
+    EXPECT_EQ(caption(a), caption(b));
+  }
+  int same = 0;
+  for (uint64_t s = 0; s < 200; ++s) same += sample_scene(s) == sample_scene(s + 1000) ? 1 : 0;
+  EXPECT_EQ(same, 0);
+}
+
+TEST(SampleScene, CoversEveryAttribute) {
+  std::set<int> colors, backgrounds, shapes, motions, counts, sentences, phrases;
+  for (uint64_t seed = 0; seed < 1000; ++seed) {
+    const SceneSpec s = sample_scene(seed);
+    ASSERT_GE(s.objects.size(), 1u);
+    ASSERT_LE(s.objects.size(), 2u);
+    backgrounds.insert(s.background);
+    counts.insert(static_cast<int>(s.objects.size()));
+    sentences.insert(s.sentence);
+    for (const auto& o : s.objects) {
+      colors.insert(o.color);
+      shapes.insert(static_cast<int>(o.shape));
+      motions.insert(static_cast<int>(o.motion));
+      phrases.insert(static_cast<int>(o.motion) * 2 + o.phrase);
+    }
+    if (s.objects.size() == 2) {
+      EXPECT_NE(s.objects[0].color, s.objects[1].color) << seed;
+    }
+  }
+  EXPECT_EQ(colors.size(), object_colors().size());
+  EXPECT_GE(colors.size(), 6u);
+  EXPECT_EQ(backgrounds.size(), background_colors().size());
+  EXPECT_EQ(shapes.size(), static_cast<size_t>(kNumShapes));
+  EXPECT_EQ(motions.size(), static_cast<size_t>(kNumMotions));
+  EXPECT_EQ(phrases.size(), static_cast<size_t>(2 * kNumMotions));
+  EXPECT_EQ(counts.size(), 2u);
+  EXPECT_EQ(sentences.size(), 3u);
+}
+
+TEST(SampleScene, MotionParametersMatchTheMotion) {
+  for (uint64_t seed = 0; seed < 1000; ++seed) {
+    for (const auto& o : sample_scene(seed).objects) {
+      const int dx = o.x1 - o.x0, dy = o.y1 - o.y0, ds = o.size1 - o.size0;
+      switch (o.motion) {
+        case Motion::kLeft:
+          EXPECT_TRUE(dx <= -250 && dy == 0 && ds == 0) << seed;
+          break;
+        case Motion::kRight:
+          EXPECT_TRUE(dx >= 250 && dy == 0 && ds == 0) << seed;
+          break;
+        case Motion::kUp:
+          EXPECT_TRUE(dy <= -250 && dx == 0 && ds == 0) << seed;
+          break;
+        case Motion::kDown:
+          EXPECT_TRUE(dy >= 250 && dx == 0 && ds == 0) << seed;
+          break;
+        case Motion::kBounce:
+          EXPECT_TRUE(o.bounce_depth >= 200 && dx == 0 && dy == 0 && ds == 0) << seed;
+          break;
+        case Motion::kGrow:
+          EXPECT_TRUE(o.size1 * 10 >= o.size0 * 16 && dx == 0 && dy == 0) << seed;
+          break;
+        case Motion::kShrink:
+          EXPECT_TRUE(o.size0 * 10 >= o.size1 * 16 && dx == 0 && dy == 0) << seed;
+          break;
+        case Motion::kStill:
+          EXPECT_TRUE(dx == 0 && dy == 0 && ds == 0) << seed;
+          break;
+      }
+      if (o.motion != Motion::kBounce) {
+        EXPECT_EQ(o.bounce_depth, 0);
+      }
+    }
+  }
+}
+
+TEST(Caption, Examples) {
+  SceneSpec s;
+  s.background = 1;  // dark blue
+  ObjectSpec red_square;
+  red_square.color = 0;
+  red_square.shape = ShapeKind::kSquare;
+  red_square.motion = Motion::kLeft;
+  s.objects = {red_square};
+  EXPECT_EQ(caption(s), "a red square moves to the left on a dark blue background");
+  ObjectSpec green_circle;
+  green_circle.color = 3;
+  green_circle.shape = ShapeKind::kCircle;
+  green_circle.motion = Motion::kGrow;
+  s.objects.push_back(green_circle);
+  s.background = 3;
+  EXPECT_EQ(caption(s),
+            "a red square moves to the left and a green circle grows on a gray background");
+  s.sentence = 2;
+  s.objects[1].color = 1;
+  s.objects[1].phrase = 1;
+  EXPECT_EQ(
+      caption(s),
+      "on a gray background, a red square moves to the left and an orange circle gets bigger");
+}
+
+TEST(Caption, ParseRoundTripsForAThousandSeeds) {
+  for (uint64_t seed = 0; seed < 1000; ++seed) {
+    const SceneSpec s = sample_scene(seed);
+    EXPECT_EQ(parse_caption(caption(s)), attributes(s)) << seed << ": " << caption(s);
+  }
+}
+
+TEST(Caption, ParsesFreeFormPrompts) {
+  const SceneAttributes a = parse_caption("A WHITE disc bounces, on a Dark Green background.");
+  ASSERT_EQ(a.objects.size(), 1u);
+  EXPECT_EQ(object_colors()[static_cast<size_t>(a.objects[0].color)].name, "white");
+  EXPECT_EQ(a.objects[0].shape, ShapeKind::kCircle);
+  EXPECT_EQ(a.objects[0].motion, Motion::kBounce);
+  EXPECT_EQ(background_colors()[static_cast<size_t>(a.background)].name, "dark green");
+
+  const SceneAttributes b = parse_caption(
+      "a blue triangle falls and a yellow box shrinks against a dark blue background");
+  ASSERT_EQ(b.objects.size(), 2u);
+  EXPECT_EQ(object_colors()[static_cast<size_t>(b.objects[0].color)].name, "blue");
+  EXPECT_EQ(b.objects[0].motion, Motion::kDown);
+  EXPECT_EQ(b.objects[1].shape, ShapeKind::kSquare);
+  EXPECT_EQ(b.objects[1].motion, Motion::kShrink);
+  EXPECT_EQ(background_colors()[static_cast<size_t>(b.background)].name, "dark blue");
+}
+
+TEST(Caption, UnparsablePromptsAreInputErrors) {
+  EXPECT_THROW(parse_caption("a red square moves to the left"), InputError);  // no background
+  EXPECT_THROW(parse_caption("a square moves left on a gray background"), InputError);
+  EXPECT_THROW(parse_caption("a red thing moves left on a gray background"), InputError);
+  EXPECT_THROW(parse_caption("a red square on a gray background"), InputError);  // no motion
+  EXPECT_THROW(parse_caption("a red square and a blue circle and a white square grow on a gray "
+                             "background"),
+               InputError);
+  try {
+    parse_caption("a purple hexagon spins on a black background");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("purple hexagon"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace vidax::synth
