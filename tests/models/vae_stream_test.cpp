@@ -192,6 +192,23 @@ TEST_P(VaeVersionTest, BadInputsNameWhatIsWrong) {
       },
       "overlap");
   expect_error([&] { vae.set_latent_stats({1.0f}, {1.0f}); }, "latent statistics");
+  // Half-loaded models refuse the other direction (and never asked for its weights).
+  const VaeConfig c = tiny(GetParam());
+  const WeightFn w = random_vae_weights(c, DType::kF32, 9);
+  WanVae dec_only(
+      c,
+      [&](const std::string& n) {
+        EXPECT_TRUE(n.rfind("decoder.", 0) == 0 || n.rfind("conv2.", 0) == 0) << n;
+        return w(n);
+      },
+      Precision::kFP32, VaeParts::kDecoder);
+  expect_error([&] { dec_only.encode(Tensor::zeros(Shape{3, 5, s, s})); }, "without its encoder");
+  WanVae enc_only(c, w, Precision::kFP32, VaeParts::kEncoder);
+  expect_error(
+      [&] {
+        enc_only.decode(Tensor::zeros(Shape{c.z_dim, 2, 2, 2}));
+      },
+      "without its decoder");
 }
 
 INSTANTIATE_TEST_SUITE_P(Versions, VaeVersionTest,
@@ -277,6 +294,8 @@ TEST(VaeConfig, PresetsAndEstimates) {
   // Wan2.1_VAE.pth has 126.9M parameters (508 MB in f32).
   EXPECT_NEAR(static_cast<double>(vae_parameter_count(v21)), 126.9e6, 0.2e6);
   EXPECT_EQ(WanVae::weight_bytes(v21, Precision::kFP32), 4 * vae_parameter_count(v21));
+  EXPECT_EQ(WanVae::weight_bytes(v21, Precision::kFP32, VaeParts::kDecoder),
+            4 * vae_decoder_parameter_count(v21));
   // Streaming decode: the estimate grows with the frame size, tiling lowers activations only.
   const int64_t small = WanVae::decode_peak_bytes(v21, 240, 416, Precision::kFP32);
   const int64_t big = WanVae::decode_peak_bytes(v21, 480, 832, Precision::kFP32);
