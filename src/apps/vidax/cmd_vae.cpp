@@ -79,7 +79,8 @@ void run_vae(const VaeArgs& a, const std::string& in_path, const std::string& ou
                       ")");
   auto ck = wan::VaeCheckpoint::open(a.weights, read_config(a.config));
   ck.require_loadable();
-  wan::WanVae vae(ck.config(), ck.loader(), p);
+  wan::WanVae vae(ck.config(), ck.loader(), p,
+                  encode ? wan::VaeParts::kEncoder : wan::VaeParts::kDecoder);
   apply_scale(vae, in);
   std::vector<std::pair<std::string, Tensor>> outputs;
   const auto capture = [&](const std::string& n, const Tensor& t) { outputs.emplace_back(n, t); };
@@ -160,7 +161,7 @@ void bench_vae(const BenchArgs& a) {
     throw_input_error("--frames: ", a.frames, " must be ", ts, "k+1");
   const int64_t estimate = a.encode ? wan::WanVae::encode_peak_bytes(cfg, height, width, p)
                                     : wan::WanVae::decode_peak_bytes(cfg, height, width, p, opt);
-  wan::WanVae vae(cfg, weights, p);
+  wan::WanVae vae(cfg, weights, p, a.encode ? wan::VaeParts::kEncoder : wan::VaeParts::kDecoder);
   weights = nullptr;
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();

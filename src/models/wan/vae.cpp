@@ -104,7 +104,7 @@ Tensor to_channel_first(const float* x, int64_t t, int64_t h, int64_t w, int64_t
 
 }  // namespace
 
-WanVae::WanVae(const VaeConfig& config, const WeightFn& w, Precision precision)
+WanVae::WanVae(const VaeConfig& config, const WeightFn& w, Precision precision, VaeParts parts)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   config.validate("WanVae");
@@ -112,13 +112,18 @@ WanVae::WanVae(const VaeConfig& config, const WeightFn& w, Precision precision)
   m.arch = vae_architecture(config);
   m.precision = precision;
   m.compute = precision == Precision::kBF16 ? DType::kBF16 : DType::kF32;
-  m.enc = coder(w, "encoder.", m.arch.encoder, m.arch.enc_top, m.compute);
-  m.dec = coder(w, "decoder.", m.arch.decoder, m.arch.dec_top, m.compute);
-  m.quant = pointwise(w, "conv1");
-  m.post_quant = pointwise(w, "conv2");
+  m.parts = parts;
+  if (parts != VaeParts::kDecoder) {
+    m.enc = coder(w, "encoder.", m.arch.encoder, m.arch.enc_top, m.compute);
+    m.quant = pointwise(w, "conv1");
+  }
+  if (parts != VaeParts::kEncoder) {
+    m.dec = coder(w, "decoder.", m.arch.decoder, m.arch.dec_top, m.compute);
+    m.post_quant = pointwise(w, "conv2");
+  }
   m.mean = config.latent_mean;
   m.inv_std = config.latent_inv_std();
-  m.weight_bytes = static_cast<size_t>(weight_bytes(config, precision));
+  m.weight_bytes = static_cast<size_t>(weight_bytes(config, precision, parts));
 }
 
 WanVae::~WanVae() = default;
@@ -147,6 +152,8 @@ Frames WanVae::Impl::head_forward(VaeCoder& c, const Frames& x, const RunCtx& ct
 Tensor WanVae::encode(const Tensor& video_in, const CaptureFn& capture) {
   Impl& m = *impl_;
   const VaeConfig& cfg = m.cfg;
+  if (m.parts == VaeParts::kDecoder)
+    throw_input_error("encode: this VAE was loaded without its encoder (decoder only)");
   const Tensor video = drop_batch(video_in, 4);
   if (video.rank() != 4 || video.dim(0) != 3)
     throw_input_error("video: expected [3, T, H, W] (or [1, 3, T, H, W]), got ",

@@ -40,9 +40,15 @@ struct VaeDecodeOptions {
   int64_t tile_h = 0, tile_w = 0, overlap = 0;
 };
 
+// Which halves to load: a text-to-video pipeline only decodes, image-to-video also encodes.
+enum class VaeParts { kBoth, kEncoder, kDecoder };
+
 class WanVae {
  public:
-  WanVae(const VaeConfig& config, const WeightFn& weights, Precision precision);
+  // Only the weights of `parts` are requested from `weights`; encode() / decode() on a missing
+  // half throw InputError.
+  WanVae(const VaeConfig& config, const WeightFn& weights, Precision precision,
+         VaeParts parts = VaeParts::kBoth);
   ~WanVae();
   WanVae(WanVae&&) noexcept;
   WanVae& operator=(WanVae&&) noexcept;
@@ -70,11 +76,13 @@ class WanVae {
 
   // Memory estimates for planning (bytes): converted weights; peak of a streaming decode (or
   // encode) at the given output size, weights included.
-  static int64_t weight_bytes(const VaeConfig& config, Precision precision);
+  static int64_t weight_bytes(const VaeConfig& config, Precision precision,
+                              VaeParts parts = VaeParts::kBoth);
   static int64_t decode_peak_bytes(const VaeConfig& config, int64_t height, int64_t width,
-                                   Precision precision, const VaeDecodeOptions& options = {});
+                                   Precision precision, const VaeDecodeOptions& options = {},
+                                   VaeParts parts = VaeParts::kDecoder);
   static int64_t encode_peak_bytes(const VaeConfig& config, int64_t height, int64_t width,
-                                   Precision precision);
+                                   Precision precision, VaeParts parts = VaeParts::kEncoder);
 
   struct Impl;
 

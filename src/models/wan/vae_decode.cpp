@@ -47,6 +47,8 @@ void WanVae::decode(const Tensor& latent_in, const FrameSink& sink, const VaeDec
                     const CaptureFn& capture) {
   Impl& m = *impl_;
   const VaeConfig& cfg = m.cfg;
+  if (m.parts == VaeParts::kEncoder)
+    throw_input_error("decode: this VAE was loaded without its decoder (encoder only)");
   const Tensor latent =
       latent_in.rank() == 5 && latent_in.dim(0) == 1 ? latent_in.select(0, 0) : latent_in;
   if (latent.rank() != 4 || latent.dim(0) != cfg.z_dim)

@@ -121,6 +121,7 @@ struct WanVae::Impl {
   VaeArchitecture arch;
   Precision precision = Precision::kFP32;
   DType compute = DType::kF32;
+  VaeParts parts = VaeParts::kBoth;
   VaeCoder enc, dec;
   PackedLinear quant, post_quant;  // conv1 / conv2 (1x1x1), f32
   std::vector<float> mean, inv_std;

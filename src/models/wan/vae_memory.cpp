@@ -1,7 +1,7 @@
 // Memory estimates of the Wan VAE for planners (`vidax generate --dry-run`), derived by walking
 // the same architecture description the model is built from. What they count:
 //  - weights: conv kernels with spatial/temporal extent in the compute dtype, 1x1 convs, norms
-//    and biases in f32 (both halves of the model are loaded);
+//    and biases in f32, of the halves loaded (VaeParts);
 //  - carried frames: kT - 1 = 2 input frames per causal conv (compute dtype) and one frame per
 //    temporal downsampler, at the resolution the layer runs at;
 //  - activations: the largest set alive at once inside a residual block (input, staging with
@@ -22,9 +22,11 @@ int64_t item_of(Precision p) { return p == Precision::kBF16 ? 2 : 4; }
 
 }  // namespace
 
-int64_t WanVae::weight_bytes(const VaeConfig& config, Precision precision) {
+int64_t WanVae::weight_bytes(const VaeConfig& config, Precision precision, VaeParts parts) {
   int64_t n = 0;
   for (const auto& d : vae_tensor_decls(config)) {
+    const bool dec = d.name.rfind("decoder.", 0) == 0 || d.name.rfind("conv2.", 0) == 0;
+    if ((parts == VaeParts::kEncoder && dec) || (parts == VaeParts::kDecoder && !dec)) continue;
     const bool spatial =
         d.role == TensorRole::kConvWeight && d.shape.numel() / d.shape[0] / d.shape[1] > 1;
     n += d.shape.numel() * (spatial ? item_of(precision) : 4);
@@ -33,7 +35,8 @@ int64_t WanVae::weight_bytes(const VaeConfig& config, Precision precision) {
 }
 
 int64_t WanVae::decode_peak_bytes(const VaeConfig& config, int64_t height, int64_t width,
-                                  Precision precision, const VaeDecodeOptions& options) {
+                                  Precision precision, const VaeDecodeOptions& options,
+                                  VaeParts parts) {
   const VaeArchitecture a = vae_architecture(config);
   const int64_t item = item_of(precision);
   const int64_t ss = config.spatial_stride();
@@ -88,11 +91,12 @@ int64_t WanVae::decode_peak_bytes(const VaeConfig& config, int64_t height, int64
   block_peak(a.dec_out, config.io_channels());
   const int64_t chunk_out = 3 * config.temporal_stride() * height * width * 4 * 2;
   const auto cached = static_cast<int64_t>(static_cast<double>(cache) * area_factor);
-  return weight_bytes(config, precision) + cached + act + parents + chunk_out + kRuntimeBytes;
+  return weight_bytes(config, precision, parts) + cached + act + parents + chunk_out +
+         kRuntimeBytes;
 }
 
 int64_t WanVae::encode_peak_bytes(const VaeConfig& config, int64_t height, int64_t width,
-                                  Precision precision) {
+                                  Precision precision, VaeParts parts) {
   const VaeArchitecture a = vae_architecture(config);
   const int64_t item = item_of(precision);
   const int64_t p = config.patch();
@@ -117,7 +121,7 @@ int64_t WanVae::encode_peak_bytes(const VaeConfig& config, int64_t height, int64
   }
   res(a.enc_top, a.enc_top);
   res(a.enc_top, a.enc_top);
-  return weight_bytes(config, precision) + cache + act + kRuntimeBytes;
+  return weight_bytes(config, precision, parts) + cache + act + kRuntimeBytes;
 }
 
 }  // namespace vidax::wan
