@@ -187,6 +187,23 @@ TEST(GenerateEndToEnd, DryRunPrintsThePlanAndWritesNothing) {
   EXPECT_EQ(plan["memory"]["phases"].size(), 3u);
 }
 
+TEST(GenerateEndToEnd, InspectRecognisesEveryComponentInEveryLayout) {
+  const std::string off = model_dir("official"), dif = model_dir("diffusers");
+  const std::pair<std::string, std::string> cases[] = {
+      {off + "/models_t5_umt5-xxl-enc-bf16.pth", "umT5 text encoder, 2 layers, dim 64"},
+      {off + "/Wan2.1_VAE.pth", "Wan 2.1 VAE, base width 8, z_dim 16"},
+      {off + "/diffusion_pytorch_model.safetensors", "Wan DiT t2v, 2 layers, dim 128"},
+      {dif + "/text_encoder", "umT5 text encoder"},
+      {dif + "/vae", "Wan 2.1 VAE"},
+      {dif + "/transformer", "Wan DiT t2v"},
+      {model_dir("comfyui") + "/text_encoders/umt5_tiny_fp16.safetensors", "umT5 text encoder"}};
+  for (const auto& [path, needle] : cases) {
+    const Result r = vidax("inspect " + path);
+    EXPECT_EQ(r.code, 0) << path << "\n" << r.out;
+    EXPECT_NE(r.out.find(needle), std::string::npos) << path << "\n" << r.out;
+  }
+}
+
 void expect_error(const std::string& args, const std::string& needle) {
   const Result r = vidax(args);
   EXPECT_EQ(r.code, 1) << args << "\n" << r.out;

@@ -99,7 +99,7 @@ TEST(CliInspectPth, OtherModelsGetAGenericSummary) {
   const Result r = run_vidax("inspect " + path);
   ASSERT_EQ(r.code, 0) << r.out;
   for (const std::string phrase :
-       {"format:      pytorch, 1 file(s)", "not a Wan DiT (generic summary)",
+       {"format:      pytorch, 1 file(s)", "not a Wan model (generic summary)",
         "tensors:     3, 60 parameters", "BF16", "56 params", "F32", "token_embedding.weight",
         "[10, 4]"}) {
     EXPECT_NE(r.out.find(phrase), std::string::npos) << phrase << " in:\n" << r.out;

@@ -10,6 +10,8 @@
 #include "io/safetensors.h"
 #include "models/wan/dit_checkpoint.h"
 #include "models/wan/dit_tensors.h"
+#include "models/wan/t5_checkpoint.h"
+#include "models/wan/vae_checkpoint.h"
 
 namespace vidax::cli {
 namespace {
@@ -39,8 +41,13 @@ void print_tensor_line(const TensorSource& src, const std::string& name) {
               e.shape.str().c_str());
 }
 
+constexpr const char* kGenericModelLine = "not a Wan model (generic summary)";
+
 // For checkpoints of other models: what is in the file, without judging it.
-void inspect_generic(const std::string& path, const TensorSource& src) {
+void inspect_generic(const std::string& path, const TensorSource& src,
+                     const std::string& model_line = kGenericModelLine,
+                     const std::vector<std::string>& missing = {},
+                     const std::vector<std::string>& unexpected = {}) {
   std::map<std::string, std::pair<int64_t, size_t>> hist;  // dtype -> (params, tensors)
   int64_t params = 0;
   size_t bytes = 0;
@@ -57,7 +64,7 @@ void inspect_generic(const std::string& path, const TensorSource& src) {
   std::printf("file:        %s\n", path.c_str());
   std::printf("format:      %s, %zu file(s)\n", std::string(src.format()).c_str(),
               src.files().size());
-  std::printf("model:       not a Wan DiT (generic summary)\n");
+  std::printf("model:       %s\n", model_line.c_str());
   std::printf("tensors:     %zu, %lld parameters (%.3f B), %.1f MiB\n", names.size(),
               static_cast<long long>(params), static_cast<double>(params) * 1e-9,
               static_cast<double>(bytes) / (1 << 20));
@@ -73,13 +80,46 @@ void inspect_generic(const std::string& path, const TensorSource& src) {
     for (size_t i = std::max(kShown, names.size() - kShown); i < names.size(); ++i)
       print_tensor_line(src, names[i]);
   }
+  if (model_line != kGenericModelLine) {  // a recognised model: say what the loader thinks
+    print_list("missing tensors", missing);
+    print_list("unexpected tensors", unexpected);
+  }
+}
+
+// umT5 encoders and Wan VAEs: the loader's own detection decides; InputError means "not one".
+bool inspect_t5_or_vae(const std::string& path) {
+  try {
+    const auto ck = wan::T5Checkpoint::open(path);
+    const auto& c = ck.config();
+    inspect_generic(
+        path, ck.source(),
+        str_cat("umT5 text encoder, ", c.num_layers, " layers, dim ", c.dim, ", ", c.num_heads,
+                " heads, ffn ", c.dim_ffn, ", vocab ", c.vocab, " (",
+                wan::t5_layout_name(ck.layout()), " layout; config: ", ck.config_source(), ")"),
+        ck.missing(), ck.unexpected());
+    return true;
+  } catch (const InputError&) {
+  }
+  try {
+    const auto ck = wan::VaeCheckpoint::open(path);
+    const auto& c = ck.config();
+    inspect_generic(path, ck.source(),
+                    str_cat("Wan ", c.version_name(), " VAE, base width ", c.dim, ", z_dim ",
+                            c.z_dim, ", stride ", c.temporal_stride(), "x", c.spatial_stride(), "x",
+                            c.spatial_stride(), " (", wan::vae_layout_name(ck.layout()),
+                            " layout; config: ", ck.config_source(), ")"),
+                    ck.missing(), ck.unexpected());
+    return true;
+  } catch (const InputError&) {
+  }
+  return false;
 }
 
 void inspect(const std::string& path) {
   {
     const TensorSource src = TensorSource::open(path);
     if (!looks_like_dit(src)) {
-      inspect_generic(path, src);
+      if (!inspect_t5_or_vae(path)) inspect_generic(path, src);
       return;
     }
   }

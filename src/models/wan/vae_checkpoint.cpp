@@ -1,8 +1,8 @@
 #include "models/wan/vae_checkpoint.h"
 
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
