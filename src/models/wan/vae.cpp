@@ -217,9 +217,15 @@ void WanVae::Impl::decode_from_stage(size_t stage, Frames x, const RunCtx& ctx,
     x = dec.stages[stage].forward(x, ctx, /*encoder=*/false);
     if (x.t > 1) {
       // Causal layers give the same result frame by frame: continue one frame at a time so
-      // only one frame's activations exist at the higher resolutions.
-      for (int64_t f = 0; f < x.t; ++f)
-        decode_from_stage(stage + 1, x.copy_frames(f, 1), ctx, emit);
+      // only one frame's activations exist at the higher resolutions. Split first and drop the
+      // multi-frame buffer, so each waiting frame is held once.
+      std::vector<Frames> frames;
+      for (int64_t f = 0; f < x.t; ++f) frames.push_back(x.copy_frames(f, 1));
+      x = Frames();
+      for (Frames& f : frames) {
+        decode_from_stage(stage + 1, std::move(f), ctx, emit);
+        f = Frames();
+      }
       return;
     }
   }

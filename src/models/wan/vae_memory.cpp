@@ -79,11 +79,13 @@ int64_t WanVae::decode_peak_bytes(const VaeConfig& config, int64_t height, int64
       frames = 2;
     }
     if (rs.mode == VaeResampleMode::kUp2d || rs.mode == VaeResampleMode::kUp3d) {
-      // time conv output (2C) + interleaved frames, then the 2x upsampled input and output
-      act = std::max(
-          act, px * rs.dim * 4 * 4 + frames * 4 * px * (rs.dim * (4 + item) + rs.out_dim * 4));
+      // time conv output (2C) and its interleaved frames; then per frame: the converted input,
+      // its 2x upsampled copy (compute dtype) and the conv output (f32)
+      act =
+          std::max(act, px * rs.dim * 4 * 4 +
+                            frames * px * (rs.dim * item + 4 * rs.dim * item + 4 * rs.out_dim * 4));
       px *= 4;
-      if (frames > 1) parents += frames * px * rs.out_dim * 4;  // kept while frames continue
+      if (frames > 1) parents += (frames - 1) * px * rs.out_dim * 4;  // waiting to continue
       frames = 1;
     }
   }
