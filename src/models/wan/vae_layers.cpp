@@ -83,8 +83,8 @@ Frames VaeResBlock::forward(const Frames& x, const RunCtx& ctx) {
   });
   Frames b = conv2.run(ctx, a.t, a.h, a.w, [&](void* dst) {
     rms_norm_channels(a.data.data(), dst, compute, a.rows(), out, gamma2.data(), true);
+    a = Frames();  // staged: free it before the conv output is allocated
   });
-  a = Frames();  // free before the shortcut allocates
   const int64_t n = b.rows() * out;
   if (shortcut.defined()) {
     Frames s = Frames::make(x.t, x.h, x.w, out);

@@ -58,8 +58,11 @@ int64_t WanVae::decode_peak_bytes(const VaeConfig& config, int64_t height, int64
   int64_t px = th * tw;  // pixels of one frame at the current decoder level (one tile)
   auto conv_cache = [&](int64_t cin) { cache += 2 * px * cin * item; };
   auto block_peak = [&](int64_t cin, int64_t cout) {
-    // x (f32) + staging (3 frames, compute) + conv output (f32) + shortcut output (f32)
-    act = std::max(act, px * (cin * 4 + 3 * cin * item + 2 * cout * 4));
+    // The block input stays alive throughout; conv1: staging (3 frames, compute) + output;
+    // conv2: its input is freed once staged, then staging + output; then the shortcut output.
+    const int64_t phase =
+        std::max({3 * cin * item + cout * 4, 3 * cout * item + cout * 4, 2 * cout * 4});
+    act = std::max(act, px * (cin * 4 + phase));
   };
   auto res = [&](int64_t cin, int64_t cout) {
     conv_cache(cin);
