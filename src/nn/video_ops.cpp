@@ -43,18 +43,26 @@ void rms_norm_channels(const float* x, void* y, DType y_dtype, int64_t rows, int
   }
 }
 
-void upsample_nearest2x(const float* x, float* y, int64_t t, int64_t h, int64_t w, int64_t c) {
-  const size_t row = static_cast<size_t>(c) * sizeof(float);
+void upsample_nearest2x_bytes(const void* x_in, void* y_in, int64_t t, int64_t h, int64_t w,
+                              int64_t pixel_bytes) {
+  const auto* x = static_cast<const std::byte*>(x_in);
+  auto* y = static_cast<std::byte*>(y_in);
+  const auto px = static_cast<size_t>(pixel_bytes);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t f = 0; f < t; ++f)
     for (int64_t i = 0; i < 2 * h; ++i) {
-      const float* src = x + (f * h + i / 2) * w * c;
-      float* dst = y + (f * 2 * h + i) * 2 * w * c;
+      const std::byte* src = x + static_cast<size_t>((f * h + i / 2) * w) * px;
+      std::byte* dst = y + static_cast<size_t>((f * 2 * h + i) * 2 * w) * px;
       for (int64_t j = 0; j < w; ++j) {
-        std::memcpy(dst + (2 * j) * c, src + j * c, row);
-        std::memcpy(dst + (2 * j + 1) * c, src + j * c, row);
+        std::memcpy(dst + static_cast<size_t>(2 * j) * px, src + static_cast<size_t>(j) * px, px);
+        std::memcpy(dst + static_cast<size_t>(2 * j + 1) * px, src + static_cast<size_t>(j) * px,
+                    px);
       }
     }
+}
+
+void upsample_nearest2x(const float* x, float* y, int64_t t, int64_t h, int64_t w, int64_t c) {
+  upsample_nearest2x_bytes(x, y, t, h, w, c * static_cast<int64_t>(sizeof(float)));
 }
 
 void avg_down3d(const float* x, float* y, int64_t t, int64_t h, int64_t w, int64_t c_in,

@@ -23,6 +23,10 @@ void rms_norm_channels(const float* x, void* y, DType y_dtype, int64_t rows, int
 
 // [t, h, w, c] -> [t, 2h, 2w, c], nearest neighbour (= 'nearest-exact' at exactly 2x).
 void upsample_nearest2x(const float* x, float* y, int64_t t, int64_t h, int64_t w, int64_t c);
+// The same for any element type: `pixel_bytes` bytes per pixel (c * sizeof(element)), so bf16
+// conv inputs are upsampled after the conversion, at a quarter of the f32 size.
+void upsample_nearest2x_bytes(const void* x, void* y, int64_t t, int64_t h, int64_t w,
+                              int64_t pixel_bytes);
 
 // AvgDown3D: x [t, h, w, c_in] with `pad_front` zero frames logically in front
 // ((t + pad_front) % ft == 0) -> y [(t + pad_front) / ft, h / fs, w / fs, c_out]; each output

@@ -44,6 +44,11 @@ TEST(VideoOps, UpsampleNearest2x) {
   upsample_nearest2x(x.data<float>(), y.mutable_data<float>(), 2, 3, 5, 7);
   upsample_nearest2x_reference(x.data<float>(), ref.mutable_data<float>(), 2, 3, 5, 7);
   EXPECT_TRUE(all_close(y, ref, 0, 0, "upsample"));
+  // The byte-wise form on bf16 pixels is the same gather.
+  const Tensor x16 = x.to(DType::kBF16);
+  Tensor y16 = Tensor::zeros(Shape{2, 6, 10, 7}, DType::kBF16);
+  upsample_nearest2x_bytes(x16.raw_data(), y16.raw_mutable_data(), 2, 3, 5, 7 * 2);
+  EXPECT_TRUE(all_close(y16.to(DType::kF32), ref.to(DType::kBF16).to(DType::kF32), 0, 0, "bf16"));
 }
 
 struct Factors {

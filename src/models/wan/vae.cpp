@@ -143,9 +143,10 @@ void WanVae::set_latent_stats(const std::vector<float>& mean, const std::vector<
   impl_->inv_std = inv_std;
 }
 
-Frames WanVae::Impl::head_forward(VaeCoder& c, const Frames& x, const RunCtx& ctx) {
+Frames WanVae::Impl::head_forward(VaeCoder& c, Frames x, const RunCtx& ctx) {
   return c.head.run(ctx, x.t, x.h, x.w, [&](void* dst) {
     rms_norm_channels(x.data.data(), dst, compute, x.rows(), x.c, c.head_gamma.data(), true);
+    x = Frames();
   });
 }
 
@@ -185,7 +186,7 @@ Tensor WanVae::encode(const Tensor& video_in, const CaptureFn& capture) {
     x = m.enc.mid0.forward(x, ctx);
     x = m.enc.attn.forward(x);
     x = m.enc.mid2.forward(x, ctx);
-    Frames o = m.head_forward(m.enc, x, ctx);
+    Frames o = m.head_forward(m.enc, std::move(x), ctx);
     VIDAX_CHECK(o.t == 1 && o.h == lh && o.w == lw && o.c == z2, "encoder chunk output ", o.t, "x",
                 o.h, "x", o.w, "x", o.c);
     std::memcpy(enc_out.data() + k * lh * lw * z2, o.data.data(),
@@ -217,13 +218,19 @@ void WanVae::Impl::decode_from_stage(size_t stage, Frames x, const RunCtx& ctx,
     x = dec.stages[stage].forward(x, ctx, /*encoder=*/false);
     if (x.t > 1) {
       // Causal layers give the same result frame by frame: continue one frame at a time so
-      // only one frame's activations exist at the higher resolutions.
-      for (int64_t f = 0; f < x.t; ++f)
-        decode_from_stage(stage + 1, x.copy_frames(f, 1), ctx, emit);
+      // only one frame's activations exist at the higher resolutions. Split first and drop the
+      // multi-frame buffer, so each waiting frame is held once.
+      std::vector<Frames> frames;
+      for (int64_t f = 0; f < x.t; ++f) frames.push_back(x.copy_frames(f, 1));
+      x = Frames();
+      for (Frames& f : frames) {
+        decode_from_stage(stage + 1, std::move(f), ctx, emit);
+        f = Frames();
+      }
       return;
     }
   }
-  emit(head_forward(dec, x, ctx));
+  emit(head_forward(dec, std::move(x), ctx));
 }
 
 void WanVae::Impl::decode_latent_frame(const Frames& zf, const RunCtx& ctx,

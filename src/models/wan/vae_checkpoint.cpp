@@ -181,21 +181,19 @@ VaeCheckpoint VaeCheckpoint::open(const std::string& path,
     ck.config_ = vae_config_from_json(text, path + " (safetensors metadata)");
     ck.config_source_ = "file metadata";
   } else {
-    // Shapes by official name: map through the layout with a provisional config (the 2.1
-    // diffusers decoder numbering needs num_res_blocks; every Wan VAE uses 2).
-    VaeConfig provisional;
-    provisional.version = name_set.count("encoder.down_blocks.0.resnets.0.norm1.gamma")
-                              ? VaeVersion::kWan22
-                              : VaeVersion::kWan21;
+    // Shapes by official name, mapped through the layout. The diffusers rules depend on the
+    // version, which the official name itself shows (Wan 2.2 nests blocks in stages); the 2.1
+    // decoder numbering assumes num_res_blocks = 2, as every released Wan VAE has.
     ck.config_ = infer_vae_config(
         [&](const std::string& official_name) -> std::optional<Shape> {
           std::string n = official_name;
           if (ck.layout_ == VaeLayout::kPrefixed) n = prefix + n;
           if (ck.layout_ == VaeLayout::kDiffusers) {
-            VaeConfig c = provisional;
-            if (starts_with(official_name, "encoder.downsamples.0.downsamples.") ||
-                official_name.find(".downsamples.") != official_name.rfind(".downsamples."))
-              c.version = VaeVersion::kWan22;
+            VaeConfig c;
+            const bool nested =
+                official_name.find(".downsamples.") != official_name.rfind(".downsamples.") ||
+                official_name.find(".upsamples.") != official_name.rfind(".upsamples.");
+            c.version = nested ? VaeVersion::kWan22 : VaeVersion::kWan21;
             n = vae_official_to_diffusers(official_name, c);
           }
           if (!ck.source_.contains(n)) return std::nullopt;

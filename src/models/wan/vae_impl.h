@@ -133,7 +133,8 @@ struct WanVae::Impl {
                            const std::function<void(Frames&&)>& emit);
   void decode_from_stage(size_t stage, Frames x, const RunCtx& ctx,
                          const std::function<void(Frames&&)>& emit);
-  Frames head_forward(VaeCoder& coder, const Frames& x, const RunCtx& ctx);
+  // Consumes x (freed once staged for the head conv).
+  Frames head_forward(VaeCoder& coder, Frames x, const RunCtx& ctx);
 };
 
 }  // namespace vidax::wan

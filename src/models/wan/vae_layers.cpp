@@ -83,8 +83,8 @@ Frames VaeResBlock::forward(const Frames& x, const RunCtx& ctx) {
   });
   Frames b = conv2.run(ctx, a.t, a.h, a.w, [&](void* dst) {
     rms_norm_channels(a.data.data(), dst, compute, a.rows(), out, gamma2.data(), true);
+    a = Frames();  // staged: free it before the conv output is allocated
   });
-  a = Frames();  // free before the shortcut allocates
   const int64_t n = b.rows() * out;
   if (shortcut.defined()) {
     Frames s = Frames::make(x.t, x.h, x.w, out);
@@ -143,18 +143,17 @@ Frames VaeResample::forward(Frames x, const RunCtx& ctx) {
     }
   }
   if (mode == VaeResampleMode::kUp2d || mode == VaeResampleMode::kUp3d) {
-    Frames up = Frames::make(x.t, 2 * x.h, 2 * x.w, dim);
-    upsample_nearest2x(x.data.data(), up.data.data(), x.t, x.h, x.w, dim);
+    // Convert first, then upsample in the compute dtype: the 4x larger buffer is only built
+    // once, in bf16 on the bf16 path.
+    Buffer<std::byte> small(static_cast<size_t>(x.rows() * dim) * item);
+    fill_converted(x.data.data(), x.rows() * dim, compute, small.data());
+    const int64_t t = x.t, h = x.h, w = x.w;
     x = Frames();
-    Frames out = Frames::make(up.t, up.h, up.w, out_dim);
-    if (compute == DType::kF32) {
-      spatial.forward(up.data.data(), up.t, up.h, up.w, out.data.data());
-    } else {
-      Buffer<std::byte> in16(static_cast<size_t>(up.rows() * dim) * item);
-      fill_converted(up.data.data(), up.rows() * dim, compute, in16.data());
-      up = Frames();
-      spatial.forward(in16.data(), out.t, out.h, out.w, out.data.data());
-    }
+    Buffer<std::byte> up(static_cast<size_t>(t * 4 * h * w * dim) * item);
+    upsample_nearest2x_bytes(small.data(), up.data(), t, h, w, dim * static_cast<int64_t>(item));
+    small = Buffer<std::byte>();
+    Frames out = Frames::make(t, 2 * h, 2 * w, out_dim);
+    spatial.forward(up.data(), t, 2 * h, 2 * w, out.data.data());
     return out;
   }
   // Downsampling: per-frame 3x3 stride-2 conv, then (3d) the strided time conv.

@@ -40,26 +40,25 @@ int64_t WanVae::decode_peak_bytes(const VaeConfig& config, int64_t height, int64
   const VaeArchitecture a = vae_architecture(config);
   const int64_t item = item_of(precision);
   const int64_t ss = config.spatial_stride();
-  int64_t lh = height / ss, lw = width / ss;
-  // Tiles add their overlaps to the cached area; activations shrink to one tile.
-  double area_factor = 1.0;
-  int64_t th = lh, tw = lw;
+  const int64_t lh = height / ss, lw = width / ss;
+  // Every tile keeps its own carried frames (all tiles together cover the frame plus the
+  // overlaps); activations shrink to one tile.
   auto tiles = [&](int64_t total, int64_t tile) {
     if (tile <= 0 || tile >= total) return std::pair<int64_t, int64_t>{1, total};
     const int64_t stride = std::max<int64_t>(1, tile - options.overlap);
     return std::pair<int64_t, int64_t>{(total - tile + stride - 1) / stride + 1, tile};
   };
-  const auto [nh, sth] = tiles(lh, options.tile_h);
-  const auto [nw, stw] = tiles(lw, options.tile_w);
-  area_factor = static_cast<double>(nh * sth * nw * stw) / static_cast<double>(lh * lw);
-  th = sth, tw = stw;
-
+  const auto [nh, th] = tiles(lh, options.tile_h);
+  const auto [nw, tw] = tiles(lw, options.tile_w);
   int64_t cache = 0, act = 0, parents = 0;
   int64_t px = th * tw;  // pixels of one frame at the current decoder level (one tile)
   auto conv_cache = [&](int64_t cin) { cache += 2 * px * cin * item; };
   auto block_peak = [&](int64_t cin, int64_t cout) {
-    // x (f32) + staging (3 frames, compute) + conv output (f32) + shortcut output (f32)
-    act = std::max(act, px * (cin * 4 + 3 * cin * item + 2 * cout * 4));
+    // The block input stays alive throughout; conv1: staging (3 frames, compute) + output;
+    // conv2: its input is freed once staged, then staging + output; then the shortcut output.
+    const int64_t phase =
+        std::max({3 * cin * item + cout * 4, 3 * cout * item + cout * 4, 2 * cout * 4});
+    act = std::max(act, px * (cin * 4 + phase));
   };
   auto res = [&](int64_t cin, int64_t cout) {
     conv_cache(cin);
@@ -79,18 +78,20 @@ int64_t WanVae::decode_peak_bytes(const VaeConfig& config, int64_t height, int64
       frames = 2;
     }
     if (rs.mode == VaeResampleMode::kUp2d || rs.mode == VaeResampleMode::kUp3d) {
-      // time conv output (2C) + interleaved frames, then the 2x upsampled input and output
-      act = std::max(
-          act, px * rs.dim * 4 * 4 + frames * 4 * px * (rs.dim * (4 + item) + rs.out_dim * 4));
+      // time conv output (2C) and its interleaved frames; then per frame: the converted input,
+      // its 2x upsampled copy (compute dtype) and the conv output (f32)
+      act =
+          std::max(act, px * rs.dim * 4 * 4 +
+                            frames * px * (rs.dim * item + 4 * rs.dim * item + 4 * rs.out_dim * 4));
       px *= 4;
-      if (frames > 1) parents += frames * px * rs.out_dim * 4;  // kept while frames continue
+      if (frames > 1) parents += (frames - 1) * px * rs.out_dim * 4;  // waiting to continue
       frames = 1;
     }
   }
   conv_cache(a.dec_out);
   block_peak(a.dec_out, config.io_channels());
   const int64_t chunk_out = 3 * config.temporal_stride() * height * width * 4 * 2;
-  const auto cached = static_cast<int64_t>(static_cast<double>(cache) * area_factor);
+  const int64_t cached = cache * nh * nw;
   return weight_bytes(config, precision, parts) + cached + act + parents + chunk_out +
          kRuntimeBytes;
 }
