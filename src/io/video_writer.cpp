@@ -81,6 +81,12 @@ std::unique_ptr<VideoWriter> VideoWriter::open(const std::string& path, const Vi
     throw_input_error("video output ", path, ": expected crf in [0, ", max_crf,
                       "] or -1 for the codec default, got ", spec.crf);
   if (format == VideoFormat::kPngFolder) return video_detail::open_png_folder_writer(path, spec);
+  // The final rename would fail with EISDIR after the whole run; refuse now.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw_input_error("video output ", path,
+                      ": a folder with this name exists; choose another "
+                      "name, or end the path with '/' to write PNG frames into a new folder");
   return video_detail::open_ffmpeg_writer(path, format, spec);
 }
 

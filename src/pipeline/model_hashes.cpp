@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -39,7 +40,7 @@ void save_cache(const json& cache) {
   {
     std::ofstream out(tmp);
     if (!out) return;
-    out << cache.dump(1);
+    out << cache.dump(1, ' ', false, json::error_handler_t::replace);
     if (!out) {
       fs::remove(tmp, ec);
       return;
@@ -58,8 +59,11 @@ std::string hash_one(const fs::path& file, json& cache, bool& dirty) {
   const int64_t mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
   if (cache.contains(key)) {
     const json& e = cache[key];
-    if (e.value("size", int64_t{-1}) == size && e.value("mtime_ns", int64_t{-1}) == mtime_ns &&
-        e.contains("sha256") && e["sha256"].is_string())
+    // Entries are only trusted when every field has the right type (the cache may be damaged).
+    if (e.is_object() && e.contains("size") && e["size"].is_number_integer() &&
+        e.contains("mtime_ns") && e["mtime_ns"].is_number_integer() && e.contains("sha256") &&
+        e["sha256"].is_string() && e["size"].get<int64_t>() == size &&
+        e["mtime_ns"].get<int64_t>() == mtime_ns)
       return e["sha256"].get<std::string>();
   }
   const std::string digest = sha256_file(file.string());
@@ -93,6 +97,23 @@ std::map<std::string, std::string> model_file_hashes(const std::string& path) {
       out[folder + "/" + f.filename().string()] = hash_one(f, cache, dirty);
   } else {
     out[fs::path(path).filename().string()] = hash_one(path, cache, dirty);
+    // A sharded checkpoint: the index names the shards that hold the weights.
+    const std::string index_suffix = ".index.json";
+    if (path.size() > index_suffix.size() &&
+        path.compare(path.size() - index_suffix.size(), index_suffix.size(), index_suffix) == 0) {
+      std::ifstream in(path);
+      const json index = json::parse(in, nullptr, false);
+      if (index.is_object() && index.contains("weight_map") && index["weight_map"].is_object()) {
+        std::set<std::string> shards;
+        for (const auto& [name, shard] : index["weight_map"].items())
+          if (shard.is_string()) shards.insert(shard.get<std::string>());
+        for (const auto& shard : shards) {
+          // Shard names are plain file names (TensorSource enforces it when loading).
+          if (shard.find('/') != std::string::npos || shard == "." || shard == "..") continue;
+          out[shard] = hash_one(fs::path(path).parent_path() / shard, cache, dirty);
+        }
+      }
+    }
   }
   if (dirty) save_cache(cache);
   return out;

@@ -1,6 +1,8 @@
 #include "pipeline/text_to_video.h"
 
 #include <omp.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -91,11 +93,22 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
                       " do not match the DiT's in_dim/out_dim ", dc.in_dim, "/", dc.out_dim, " (",
                       o.files.dit, ")");
 
+  if (tc.text_len > dc.text_len)
+    throw_input_error(o.files.t5, ": text_len ", tc.text_len, " exceeds the DiT's text_len ",
+                      dc.text_len, " (", o.files.dit, ")");
+
+  // The official defaults of the model family, for whatever the user did not set.
+  const bool wan22 = vc.version == wan::VaeVersion::kWan22;
+  plan.video.width = o.width.value_or(wan22 ? 1280 : 832);
+  plan.video.height = o.height.value_or(wan22 ? 704 : 480);
+  plan.video.frames = o.frames.value_or(wan22 ? 121 : 81);
+  plan.fps = o.fps_override.value_or(wan22 ? 24.0 : 16.0);
+
   GeometryRules rules;
   rules.temporal_stride = vc.temporal_stride() * dc.patch[0];
   rules.spatial_multiple = vc.spatial_stride() * dc.patch[1];
-  validate_video_request(o.video, rules);
-  plan.latent = latent_geometry(o.video, vc.z_dim, vc.temporal_stride(), vc.spatial_stride(),
+  validate_video_request(plan.video, rules);
+  plan.latent = latent_geometry(plan.video, vc.z_dim, vc.temporal_stride(), vc.spatial_stride(),
                                 dc.patch[0], dc.patch[1]);
   plan.seq_len = plan.latent.tokens;  // ceil(...) with one sequence-parallel rank
 
@@ -115,9 +128,11 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   tiling.tile_h = tiling.tile_w = o.vae_tile;
   tiling.overlap = o.vae_tile > 0 ? std::max<int64_t>(1, o.vae_tile / 8) : 0;
   const double vae_weights =
-      static_cast<double>(wan::WanVae::weight_bytes(vc, wan::Precision::kFP32));
-  const double vae_peak = static_cast<double>(wan::WanVae::decode_peak_bytes(
-      vc, o.video.height, o.video.width, wan::Precision::kFP32, tiling));
+      static_cast<double>(wan::WanVae::weight_bytes(vc, o.vae_precision, wan::VaeParts::kDecoder));
+  // The VAE's own estimate runs 10-15% under the measured RSS (docs/vae.md): add the margin.
+  const double vae_peak = 1.15 * static_cast<double>(wan::WanVae::decode_peak_bytes(
+                                     vc, plan.video.height, plan.video.width, o.vae_precision,
+                                     tiling, wan::VaeParts::kDecoder));
   plan.memory.phases = {
       {"encode text", t5_weights,
        static_cast<double>(wan::T5Encoder::activation_bytes(tc, tc.text_len))},
@@ -135,24 +150,27 @@ json GenerationPlan::to_json() const {
                       {"weight_bytes", p.weight_bytes},
                       {"activation_bytes", p.activation_bytes},
                       {"total_bytes", p.total()}});
-  return {{"files",
-           {{"layout", files.layout},
-            {"dit", files.dit},
-            {"t5", files.t5},
-            {"vae", files.vae},
-            {"tokenizer", files.tokenizer}}},
-          {"dit", {{"model", dit_model}, {"layout", dit_layout}, {"config", dit_config}}},
-          {"t5", {{"layout", t5_layout}, {"config", t5_config}}},
-          {"vae", {{"version", vae_version}, {"config", vae_config}}},
-          {"latent", {latent.channels, latent.frames, latent.height, latent.width}},
-          {"tokens", latent.tokens},
-          {"seq_len", seq_len},
-          {"memory",
-           {{"phases", phases},
-            {"resident_bytes", memory.resident_bytes},
-            {"peak_bytes", memory.peak_bytes()},
-            {"available_bytes", available_bytes},
-            {"fits", available_bytes <= 0 || memory.peak_bytes() <= available_bytes}}}};
+  return {
+      {"files",
+       {{"layout", files.layout},
+        {"dit", files.dit},
+        {"t5", files.t5},
+        {"vae", files.vae},
+        {"tokenizer", files.tokenizer}}},
+      {"dit", {{"model", dit_model}, {"layout", dit_layout}, {"config", dit_config}}},
+      {"t5", {{"layout", t5_layout}, {"config", t5_config}}},
+      {"vae", {{"version", vae_version}, {"config", vae_config}}},
+      {"video",
+       {{"width", video.width}, {"height", video.height}, {"frames", video.frames}, {"fps", fps}}},
+      {"latent", {latent.channels, latent.frames, latent.height, latent.width}},
+      {"tokens", latent.tokens},
+      {"seq_len", seq_len},
+      {"memory",
+       {{"phases", phases},
+        {"resident_bytes", memory.resident_bytes},
+        {"peak_bytes", memory.peak_bytes()},
+        {"available_bytes", available_bytes},
+        {"fits", available_bytes <= 0 || memory.peak_bytes() <= available_bytes}}}};
 }
 
 std::string GenerationPlan::to_text() const {
@@ -162,6 +180,8 @@ std::string GenerationPlan::to_text() const {
     << "  t5         " << files.t5 << "  [" << t5_layout << "]\n"
     << "  vae        " << files.vae << "  [Wan " << vae_version << " VAE]\n"
     << "  tokenizer  " << files.tokenizer << "\n"
+    << "video   " << video.width << "x" << video.height << ", " << video.frames << " frames at "
+    << fps << " fps\n"
     << "latent  [" << latent.channels << ", " << latent.frames << ", " << latent.height << ", "
     << latent.width << "]  tokens " << latent.tokens << "  seq_len " << seq_len << "\n"
     << "memory (phases run one after another; each releases its model)\n";
@@ -188,13 +208,13 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
   GenerationResult r;
   r.output = o.output;
   r.sidecar = sidecar_path_for(o.output);
-  const int64_t out_h = o.video.height, out_w = o.video.width;
+  const int64_t out_h = plan.video.height, out_w = plan.video.width;
 
   // Opened first so a bad output path fails before minutes of work; it writes to a temporary.
   VideoSpec spec;
   spec.width = out_w;
   spec.height = out_h;
-  spec.fps = o.fps;
+  spec.fps = plan.fps;
   spec.crf = o.crf;
   if (o.crf < 0 && video_format_for_path(o.output) == VideoFormat::kMp4)
     spec.crf = kWanOfficialMp4Crf;
@@ -247,7 +267,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
   {
     const auto t0 = Clock::now();
     const auto ck = wan::VaeCheckpoint::open(plan.files.vae);
-    wan::WanVae vae(ck.config(), ck.loader(), wan::Precision::kFP32);
+    wan::WanVae vae(ck.config(), ck.loader(), o.vae_precision, wan::VaeParts::kDecoder);
     ck.source().release_resident_pages();
     progress.begin_phase("decode", static_cast<int>(g.frames), "latent frame");
     wan::VaeDecodeOptions tiling;
@@ -288,13 +308,14 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
                   {"noise", "torch.randn on the CPU generator (torch.manual_seed(seed))"},
                   {"size", {out_w, out_h}},
                   {"frames", r.frames},
-                  {"fps", o.fps},
+                  {"fps", plan.fps},
                   {"crf", spec.crf},
                   {"steps", o.denoise.steps},
                   {"sampler", o.denoise.sampler},
                   {"shift", o.denoise.shift},
                   {"guide_scale", o.denoise.guide_scale},
                   {"precision", precision_name(o.precision)},
+                  {"vae_precision", precision_name(o.vae_precision)},
                   {"vae_tile", o.vae_tile},
                   {"threads", omp_get_max_threads()},
                   {"plan", plan.to_json()},
@@ -310,17 +331,33 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
   const std::string sidecar_tmp = temp_path_for(r.sidecar);
   {
     TempPathGuard guard = TempPathGuard::file(sidecar_tmp);
-    const std::string text = sidecar.dump(2) + "\n";
+    // Invalid UTF-8 in a prompt or path becomes U+FFFD rather than failing a finished run.
+    const std::string text = sidecar.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+    write_whole_file(sidecar_tmp, {reinterpret_cast<const uint8_t*>(text.data()), text.size()},
+                     true);
+    // The video and its sidecar are published together: Ctrl-C is held back between the two
+    // renames, and a failed sidecar rename takes the video back out.
+    sigset_t block, previous;
+    sigemptyset(&block);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&block, sig);
+    pthread_sigmask(SIG_BLOCK, &block, &previous);
+    std::error_code ec;
     try {
-      write_whole_file(sidecar_tmp, {reinterpret_cast<const uint8_t*>(text.data()), text.size()},
-                       true);
       writer->finish();
-      rename_into_place(sidecar_tmp, r.sidecar);
     } catch (...) {
-      std::error_code ec;
       std::filesystem::remove(sidecar_tmp, ec);
+      pthread_sigmask(SIG_SETMASK, &previous, nullptr);
       throw;
     }
+    try {
+      rename_into_place(sidecar_tmp, r.sidecar);
+    } catch (...) {
+      std::filesystem::remove(sidecar_tmp, ec);
+      std::filesystem::remove_all(o.output, ec);
+      pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+      throw;
+    }
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   }
   return r;
 }

@@ -29,12 +29,15 @@ struct GenerateOptions {
   ModelFiles files;
   std::string prompt;
   std::optional<std::string> negative_prompt;  // nullopt: the official default
-  VideoRequest video;
+  // Unset fields take the model's official defaults: Wan 2.1 832x480, 81 frames, 16 fps;
+  // Wan 2.2 (its VAE) 1280x704, 121 frames, 24 fps.
+  std::optional<int64_t> width, height, frames;
+  std::optional<double> fps_override;
   DenoiseOptions denoise;  // sampler, steps, shift, guide_scale
   uint64_t seed = 0;
-  wan::Precision precision = wan::Precision::kBF16;
-  std::string output;  // .mp4, .webm or a folder for PNG frames
-  double fps = 16;
+  wan::Precision precision = wan::Precision::kBF16;      // DiT and T5 GEMMs
+  wan::Precision vae_precision = wan::Precision::kBF16;  // VAE convolutions
+  std::string output;                                    // .mp4, .webm or a folder for PNG frames
   int crf = -1;          // -1: MP4 at the official quality (crf 10), WebM at the VP9 default
   int64_t vae_tile = 0;  // latent pixels per tile side for VAE decode (0: no tiling)
   bool hash_models = true;
@@ -45,6 +48,8 @@ struct GenerationPlan {
   ModelFiles files;
   std::string dit_model, dit_layout, t5_layout, vae_version;
   nlohmann::json dit_config, t5_config, vae_config;
+  VideoRequest video;  // resolved size and frame count
+  double fps = 16;     // resolved
   LatentGeometry latent;
   int64_t seq_len = 0;
   MemoryPlan memory;

@@ -225,6 +225,29 @@ TEST(GenerateEndToEnd, BadRequestsAreRefusedUpFrontAndLeaveNothing) {
   EXPECT_TRUE(fs::is_empty(out.path()));
 }
 
+TEST(GenerateEndToEnd, LateFailuresLeaveNothingAndOddPromptsWork) {
+  TempDir out;
+  const std::string m = "generate " + model_args("official") +
+                        " --size 64x64 --frames 5 --steps 1 --no-hash --prompt ";
+  // A folder where the MP4 should go: refused before any work.
+  std::filesystem::create_directories(out.file("taken.mp4"));
+  expect_error(m + "x -o " + out.file("taken.mp4"), "taken.mp4");
+  // The sidecar cannot be renamed into place (a folder has its name): the finished video is
+  // taken back out, so neither appears.
+  std::filesystem::create_directories(out.file("clip.mp4.json/inside"));
+  const Result late = vidax(m + "x -o " + out.file("clip.mp4"));
+  EXPECT_EQ(late.code, 1) << late.out;
+  EXPECT_FALSE(fs::exists(out.file("clip.mp4")));
+  for (const auto& e : fs::directory_iterator(out.path()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  // A prompt that is not valid UTF-8 still gives a video; the sidecar stores U+FFFD.
+  const Result odd = vidax(m + "\"$(printf 'a cat \\377')\" -o " + out.file("odd.mp4"));
+  ASSERT_EQ(odd.code, 0) << odd.out;
+  std::ifstream in(out.file("odd.mp4.json"));
+  const json side = json::parse(in);
+  EXPECT_EQ(side["prompt"], "a cat \xEF\xBF\xBD");
+}
+
 TEST(GenerateEndToEnd, InterruptLeavesNoPartialFile) {
   TempDir out;
   const std::string cmd = std::string(VIDAX_BINARY) + " generate " + model_args("official") +

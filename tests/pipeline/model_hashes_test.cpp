@@ -45,3 +45,28 @@ TEST(ModelHashes, FileFolderAndCache) {
 
 }  // namespace
 }  // namespace vidax
+
+namespace vidax {
+namespace {
+
+TEST(ModelHashes, ShardedIndexHashesEveryShardAndSurvivesDamagedEntries) {
+  testing::TempDir d;
+  ::setenv("XDG_CACHE_HOME", d.file("cache").c_str(), 1);
+  std::ofstream(d.file("m-1.safetensors")) << "abc";
+  std::ofstream(d.file("m-2.safetensors")) << "";
+  std::ofstream(d.file("m.safetensors.index.json"))
+      << R"({"weight_map": {"a": "m-1.safetensors", "b": "m-2.safetensors", "c": "m-1.safetensors"}})";
+  const auto h = model_file_hashes(d.file("m.safetensors.index.json"));
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h.at("m-1.safetensors"), kAbc);
+  EXPECT_EQ(h.at("m-2.safetensors"), kEmpty);
+  // Entries of the wrong type are re-hashed instead of throwing.
+  std::filesystem::create_directories(d.file("cache/vidax"));
+  std::ofstream(d.file("cache/vidax/sha256.json"))
+      << "{\"" << std::filesystem::absolute(d.file("m-1.safetensors")).string() << "\": 5}";
+  EXPECT_EQ(model_file_hashes(d.file("m-1.safetensors")).at("m-1.safetensors"), kAbc);
+  ::unsetenv("XDG_CACHE_HOME");
+}
+
+}  // namespace
+}  // namespace vidax

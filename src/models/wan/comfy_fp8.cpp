@@ -30,7 +30,12 @@ Tensor read_scaled_weight(const TensorSource& source, const std::string& file_na
   if (t.dtype() != DType::kF8E4M3 && t.dtype() != DType::kF8E5M2) return t;
   const auto scale_name = scale_weight_name(file_name);
   if (!scale_name || !source.contains(*scale_name)) return t;
-  const std::vector<float> scale = source.tensor(*scale_name).to_float_vector();
+  const Tensor scale_tensor = source.tensor(*scale_name);
+  if (!is_float(scale_tensor.dtype()))
+    throw_input_error(path, ": '", *scale_name, "' has dtype ",
+                      std::string(dtype_name(scale_tensor.dtype())),
+                      ", expected a float scale (F32, BF16 or F16)");
+  const std::vector<float> scale = scale_tensor.to_float_vector();
   if (scale.size() != 1)
     throw_input_error(path, ": '", *scale_name, "' must hold one value, has ", scale.size());
   Tensor f = t.to(DType::kF32);

@@ -17,6 +17,12 @@ void DitConfig::validate(const std::string& source) const {
   require(in_dim > 0 && out_dim > 0 && text_dim > 0 && text_len > 0, "dims must be positive");
   require(patch[0] > 0 && patch[1] > 0 && patch[2] > 0, "patch sizes must be positive");
   require(eps > 0, "eps must be positive");
+  // Bounds well above Wan 14B (dim 5120, ffn 13824, 40 layers) that keep size products far from
+  // int64 overflow and refuse absurd files before any allocation.
+  require(dim <= 65536 && ffn_dim <= 262144 && num_layers <= 1024 && freq_dim <= 65536 &&
+              in_dim <= 4096 && out_dim <= 4096 && text_dim <= 65536 && text_len <= 65536 &&
+              clip_dim <= 65536 && patch[0] <= 16 && patch[1] <= 16 && patch[2] <= 16,
+          "sizes exceed what any Wan model uses");
 }
 
 std::string DitConfig::kind_name() const {

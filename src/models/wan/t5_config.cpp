@@ -6,6 +6,11 @@
 
 namespace vidax::wan {
 
+namespace {
+constexpr int64_t kMaxT5Width = 65536;
+constexpr int64_t kMaxT5Heads = 1024;
+}  // namespace
+
 void T5Config::validate(const std::string& source) const {
   auto require = [&](bool ok, const char* what) {
     if (!ok) throw_input_error(source, ": invalid umT5 config ", to_json(), ": ", what);
@@ -16,6 +21,12 @@ void T5Config::validate(const std::string& source) const {
   // Bidirectional buckets: half per direction, half of those exact, so at least 4 in all.
   require(num_buckets >= 4 && num_buckets % 4 == 0, "num_buckets must be a multiple of 4 (>= 4)");
   require(text_len > 0, "text_len must be positive");
+  // Bounds that keep every product below int64 overflow and refuse absurd files before any
+  // allocation (umT5-XXL: vocab 256384, dim 4096, ffn 10240, 64 heads, 24 layers).
+  require(vocab <= (int64_t{1} << 22) && dim <= kMaxT5Width && dim_attn <= kMaxT5Width &&
+              dim_ffn <= 4 * kMaxT5Width && num_heads <= kMaxT5Heads && num_layers <= 256 &&
+              num_buckets <= 1024 && text_len <= 65536,
+          "sizes exceed what any umT5 model uses");
 }
 
 std::string T5Config::to_json() const {
@@ -65,7 +76,12 @@ T5Config t5_config_from_json(const std::string& json_text, const std::string& so
     c.vocab = get_int(j, {"vocab_size"}, c.vocab, source);
     c.dim = get_int(j, {"d_model"}, c.dim, source);
     c.num_heads = get_int(j, {"num_heads"}, c.num_heads, source);
-    c.dim_attn = get_int(j, {"d_kv"}, c.dim_attn / c.num_heads, source) * c.num_heads;
+    if (c.num_heads <= 0 || c.num_heads > kMaxT5Heads)
+      throw_input_error(source, ": num_heads ", c.num_heads, " must be in 1..", kMaxT5Heads);
+    const int64_t d_kv = get_int(j, {"d_kv"}, 64, source);
+    if (d_kv <= 0 || d_kv > kMaxT5Width)
+      throw_input_error(source, ": d_kv ", d_kv, " must be in 1..", kMaxT5Width);
+    c.dim_attn = d_kv * c.num_heads;
     c.dim_ffn = get_int(j, {"d_ff"}, c.dim_ffn, source);
     c.num_layers = get_int(j, {"num_layers"}, c.num_layers, source);
     c.num_buckets = get_int(j, {"relative_attention_num_buckets"}, c.num_buckets, source);

@@ -58,7 +58,9 @@ void VaeConfig::validate(const std::string& source) const {
   require(dim > 0 && dec_dim > 0 && z_dim > 0 && num_res_blocks > 0,
           "dim, dec_dim, z_dim and num_res_blocks must be positive");
   require(dim_mult.size() >= 2 && dim_mult.size() <= 6, "dim_mult must have 2..6 entries");
-  for (int64_t m : dim_mult) require(m > 0, "dim_mult entries must be positive");
+  for (int64_t m : dim_mult) require(m > 0 && m <= 64, "dim_mult entries must be in 1..64");
+  require(dim <= 4096 && dec_dim <= 4096 && z_dim <= 1024 && num_res_blocks <= 16,
+          "sizes exceed what any Wan VAE uses (dim 96/160, z_dim 16/48, 2 res blocks)");
   require(temporal_downsample.size() + 1 >= dim_mult.size(),
           "temperal_downsample needs one flag per downsampling stage (len(dim_mult) - 1)");
   require(latent_mean.size() == static_cast<size_t>(z_dim) &&
@@ -151,11 +153,16 @@ VaeConfig vae_config_from_json(const std::string& text, const std::string& sourc
 }
 
 VaeConfig infer_vae_config(const VaeShapeLookup& shape_of, const std::string& source) {
+  // A convolution weight [out, in, kt, kh, kw] (or [out, in, kh, kw]) with positive extents: the
+  // divisions below must never see a zero.
   auto need = [&](const std::string& name) {
     auto s = shape_of(name);
     if (!s)
       throw_input_error(source, ": cannot infer the Wan VAE config: tensor '", name,
                         "' is missing");
+    if (s->rank() < 1 || (*s)[0] <= 0 || s->numel() <= 0)
+      throw_input_error(source, ": tensor '", name, "' has shape ", s->str(),
+                        ", expected a non-empty weight");
     return *s;
   };
   VaeConfig c;
@@ -171,14 +178,17 @@ VaeConfig infer_vae_config(const VaeShapeLookup& shape_of, const std::string& so
                : "encoder.downsamples." + std::to_string(j) + ".";
   };
   c.num_res_blocks = 0;
-  while (shape_of(enc(0, c.num_res_blocks) + "residual.0.gamma")) ++c.num_res_blocks;
+  // Bounded loops: a lookup is a finite tensor list, but never trust that for termination.
+  while (c.num_res_blocks < 64 && shape_of(enc(0, c.num_res_blocks) + "residual.0.gamma"))
+    ++c.num_res_blocks;
   if (c.num_res_blocks == 0) need(enc(0, 0) + "residual.0.gamma");
   c.dim_mult.clear();
   c.temporal_downsample.clear();
-  for (int64_t s = 0;; ++s) {
+  for (int64_t s = 0; s < 16; ++s) {
     const int64_t base = v22 ? 0 : s * (c.num_res_blocks + 1);
     const auto conv = shape_of(enc(s, base) + "residual.2.weight");
     if (!conv) break;
+    need(enc(s, base) + "residual.2.weight");  // rejects empty extents
     c.dim_mult.push_back((*conv)[0] / c.dim);
     const std::string rs = enc(s, base + c.num_res_blocks);
     if (!shape_of(rs + "resample.1.weight")) break;
@@ -187,6 +197,10 @@ VaeConfig infer_vae_config(const VaeShapeLookup& shape_of, const std::string& so
   if (c.dim_mult.size() < 2)
     throw_input_error(source, ": cannot infer the Wan VAE config: found ", c.dim_mult.size(),
                       " encoder stage(s)");
+  if (c.dim_mult.back() <= 0)
+    throw_input_error(source,
+                      ": cannot infer the Wan VAE config: the last encoder stage is "
+                      "narrower than encoder.conv1");
   c.dec_dim = need("decoder.conv1.weight")[0] / c.dim_mult.back();
   set_official_latent_stats(c);
   c.validate(source + " (inferred from tensor shapes)");

@@ -1,0 +1,88 @@
+#include "pipeline/text_to_video.h"
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "models/wan/dit_random.h"
+#include "models/wan/dit_tensors.h"
+#include "models/wan/t5_random.h"
+#include "models/wan/vae_random.h"
+#include "support/test_support.h"
+
+namespace vidax {
+namespace {
+
+// Tiny Wan 2.2-style files (48-channel VAE, DiT with in_dim 48) written with the random writers.
+GenerateOptions wan22_files(const testing::TempDir& dir) {
+  wan::T5Config t5;
+  t5.vocab = 300, t5.dim = 32, t5.dim_attn = 32, t5.dim_ffn = 64, t5.num_heads = 2;
+  t5.num_layers = 1;
+  wan::write_random_t5_checkpoint(dir.file("t5.safetensors"), t5, DType::kF32, 1);
+  wan::VaeConfig vae = *wan::vae_preset("wan2.2-vae");
+  vae.dim = 8, vae.dec_dim = 16;
+  wan::write_random_vae(dir.file("vae.safetensors"), vae, DType::kF32, 2);
+  wan::DitConfig dit;
+  dit.kind = wan::DitKind::kTI2V;
+  dit.in_dim = dit.out_dim = 48;
+  dit.dim = 128, dit.ffn_dim = 128, dit.num_heads = 1, dit.num_layers = 1, dit.text_dim = 32;
+  const auto w = wan::random_dit_weights(dit, DType::kF32, 3);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& d : wan::dit_tensor_decls(dit)) tensors.emplace_back(d.name, w(d.name));
+  write_safetensors(dir.file("dit.safetensors"), tensors, {{"config", dit.to_json()}});
+  GenerateOptions o;
+  o.files = {dir.file("dit.safetensors"), dir.file("t5.safetensors"), dir.file("vae.safetensors"),
+             std::string(VIDAX_SOURCE_DIR) + "/tests/data/tokenizer/spiece.model", "explicit"};
+  o.prompt = "x";
+  return o;
+}
+
+TEST(TextToVideoPlan, Wan22UsesItsOfficialDefaultsUnlessTold) {
+  testing::TempDir dir;
+  GenerateOptions o = wan22_files(dir);
+  const GenerationPlan plan = plan_generation(o);
+  EXPECT_EQ(plan.vae_version, "2.2");
+  EXPECT_EQ(plan.video.width, 1280);
+  EXPECT_EQ(plan.video.height, 704);
+  EXPECT_EQ(plan.video.frames, 121);
+  EXPECT_EQ(plan.fps, 24.0);
+  EXPECT_EQ(plan.latent.channels, 48);
+  EXPECT_EQ(plan.latent.frames, 31);
+  EXPECT_EQ(plan.latent.height, 44);  // VAE stride 16
+  EXPECT_EQ(plan.latent.width, 80);
+  EXPECT_EQ(plan.latent.tokens, 31 * 22 * 40);
+  o.width = 832, o.height = 480, o.frames = 81, o.fps_override = 16.0;
+  const GenerationPlan told = plan_generation(o);
+  EXPECT_EQ(told.video.width, 832);
+  EXPECT_EQ(told.fps, 16.0);
+  // Wan 2.2 needs multiples of 32 (VAE stride 16 x patch 2).
+  o.width = 848;
+  try {
+    plan_generation(o);
+    FAIL() << "848 is not a multiple of 32";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("832 or 864"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TextToVideoPlan, MismatchedComponentsAreNamed) {
+  testing::TempDir dir;
+  GenerateOptions o = wan22_files(dir);
+  // A Wan 2.1 VAE (16 channels) with the 48-channel DiT.
+  wan::VaeConfig vae21 = *wan::vae_preset("wan2.1-vae");
+  vae21.dim = vae21.dec_dim = 8;
+  wan::write_random_vae(dir.file("vae21.safetensors"), vae21, DType::kF32, 4);
+  o.files.vae = dir.file("vae21.safetensors");
+  try {
+    plan_generation(o);
+    FAIL() << "expected a channel mismatch";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("latent channels 16"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TextToVideoPlan, SidecarPathFollowsTheOutput) {
+  EXPECT_EQ(sidecar_path_for("out.mp4"), "out.mp4.json");
+  EXPECT_EQ(sidecar_path_for("frames/"), "frames.json");
+}
+
+}  // namespace
+}  // namespace vidax
