@@ -13,37 +13,10 @@ namespace {
 
 using vidax::testing::all_close;
 using vidax::testing::TempDir;
-
-struct Result {
-  int code;
-  std::string out;  // stdout + stderr
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(VIDAX_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
-
-int count_lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
-
-// An input error: exit code 1, exactly one line, mentioning `needle`.
-void expect_one_line_error(const std::string& args, const std::string& needle) {
-  const Result r = run(args);
-  EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
-  EXPECT_EQ(count_lines(r.out), 1) << args << "\n" << r.out;
-  EXPECT_NE(r.out.find(needle), std::string::npos)
-      << args << "\nexpected '" << needle << "' in: " << r.out;
-}
+using Result = vidax::testing::CommandResult;
+using vidax::testing::count_lines;
+using vidax::testing::expect_one_line_error;
+inline Result run(const std::string& args) { return vidax::testing::run_vidax(args); }
 
 TEST(Cli, RunDitMatchesFixtureOutput) {
   VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
@@ -130,7 +103,7 @@ TEST(Cli, BadInputsGiveOneLineErrors) {
   {
     const Result r = run("inspect " + io_path + " --threads 1");
     EXPECT_EQ(r.code, 0) << r.out;
-    EXPECT_NE(r.out.find("not a Wan DiT (generic summary)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("not a Wan model (generic summary)"), std::string::npos) << r.out;
   }
   // Truncated checkpoint.
   {

@@ -20,23 +20,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using vidax::testing::TempDir;
-
-struct Result {
-  int code;
-  std::string out;
-};
-
-Result run_shell(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
-
-Result vidax(const std::string& args) { return run_shell(std::string(VIDAX_BINARY) + " " + args); }
+using Result = vidax::testing::CommandResult;
+using vidax::testing::run_shell;
+inline Result vidax(const std::string& args) { return vidax::testing::run_vidax(args); }
 
 std::string tokenizer() {
   return std::string(VIDAX_SOURCE_DIR) + "/tests/data/tokenizer/spiece.model";

@@ -19,22 +19,8 @@ namespace {
 
 namespace pk = testing::pk;
 using testing::TempDir;
-
-struct Result {
-  int code;
-  std::string out;  // stdout + stderr
-};
-
-Result run_vidax(const std::string& args) {
-  const std::string cmd = std::string(VIDAX_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
+using Result = vidax::testing::CommandResult;
+using vidax::testing::run_vidax;
 
 std::vector<std::string> lines_without_file(const std::string& text) {
   std::vector<std::string> out;

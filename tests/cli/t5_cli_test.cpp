@@ -13,32 +13,11 @@ namespace {
 
 using vidax::testing::all_close;
 using vidax::testing::TempDir;
+using Result = vidax::testing::CommandResult;
+using vidax::testing::expect_one_line_error;
+using vidax::testing::run_vidax;
 
 const std::string kTokenizer = std::string(VIDAX_SOURCE_DIR) + "/tests/data/tokenizer";
-
-struct Result {
-  int code;
-  std::string out;  // stdout + stderr
-};
-
-Result run_vidax(const std::string& args) {
-  const std::string cmd = std::string(VIDAX_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
-
-void expect_one_line_error(const std::string& args, const std::string& needle) {
-  const Result r = run_vidax(args);
-  EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << "\n" << r.out;
-  EXPECT_NE(r.out.find(needle), std::string::npos)
-      << args << "\nexpected '" << needle << "' in: " << r.out;
-}
 
 TEST(CliT5, RunMatchesFixture) {
   VIDAX_REQUIRE_FIXTURE(weights, "t5_tiny.weights.safetensors");

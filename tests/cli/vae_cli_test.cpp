@@ -12,16 +12,9 @@ namespace {
 
 using vidax::testing::all_close;
 using vidax::testing::TempDir;
-
 std::pair<int, std::string> run_vidax(const std::string& args) {
-  const std::string cmd = std::string(VIDAX_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+  const auto r = vidax::testing::run_vidax(args);
+  return {r.code, r.out};
 }
 
 TEST(VaeCli, EncodeAndDecodeMatchFixtures) {

@@ -1,5 +1,10 @@
 #include "support/test_support.h"
 
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -79,6 +84,33 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+CommandResult run_shell(const std::string& command) {
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (!p) return {127, "popen failed: " + command};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+CommandResult run_vidax(const std::string& args) {
+  return run_shell(std::string(VIDAX_BINARY) + " " + args);
+}
+
+int count_lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+void expect_one_line_error(const std::string& args, const std::string& needle) {
+  const CommandResult r = run_vidax(args);
+  EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << args << "\n" << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos)
+      << args << "\nexpected '" << needle << "' in: " << r.out;
 }
 
 }  // namespace vidax::testing

@@ -34,6 +34,17 @@ Tensor random_tensor(const Shape& shape, uint32_t seed, float scale = 1.0f);
 // (hwy::SetSupportedTargetsForTest), then restores normal dispatch.
 void for_each_target(const std::function<void()>& body);
 
+// Running commands (CLI tests drive the real binary, VIDAX_BINARY).
+struct CommandResult {
+  int code;         // exit status, or 128 + signal
+  std::string out;  // stdout and stderr together
+};
+CommandResult run_shell(const std::string& command);  // through /bin/sh
+CommandResult run_vidax(const std::string& args);     // VIDAX_BINARY + " " + args
+int count_lines(const std::string& text);
+// An input error: exit code 1, exactly one line, mentioning `needle`.
+void expect_one_line_error(const std::string& args, const std::string& needle);
+
 // Temporary directory removed at destruction.
 class TempDir {
  public:

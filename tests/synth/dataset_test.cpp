@@ -16,23 +16,11 @@ namespace vidax::synth {
 namespace {
 
 using vidax::testing::TempDir;
-
-struct Result {
-  int code;
-  std::string out;  // stdout + stderr
-};
-
-Result run(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
-
-Result vidax(const std::string& args) { return run(std::string(VIDAX_BINARY) + " " + args); }
+using Result = vidax::testing::CommandResult;
+using vidax::testing::count_lines;
+using vidax::testing::expect_one_line_error;
+inline Result run(const std::string& cmd) { return vidax::testing::run_shell(cmd); }
+inline Result vidax(const std::string& args) { return vidax::testing::run_vidax(args); }
 
 TEST(Dataset, ExportAndReloadRoundTrip) {
   TempDir dir;
@@ -89,20 +77,6 @@ TEST(Dataset, ManifestOnlyAppearsWhenComplete) {
   TempDir dir;
   std::ofstream(dir.file("manifest.json")) << "{\"format\": \"vidax-synth\"}";
   EXPECT_THROW(SynthDataset::open(dir.path()), InputError);
-}
-
-int count_lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
-
-void expect_one_line_error(const std::string& args, const std::string& needle) {
-  const Result r = vidax(args);
-  EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
-  EXPECT_EQ(count_lines(r.out), 1) << args << "\n" << r.out;
-  EXPECT_NE(r.out.find(needle), std::string::npos)
-      << args << "\nexpected '" << needle << "' in: " << r.out;
 }
 
 TEST(SynthCli, WritesADatasetTheLibraryReads) {
