@@ -14,6 +14,7 @@ void register_run(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_generate(CLI::App& app, int argc, char** argv);
 void register_random_model(CLI::App& app);
+void register_demo(CLI::App& app);
 void register_run_t5(CLI::App& run);       // cmd_t5.cpp
 void register_bench_t5(CLI::App& bench);   // cmd_t5.cpp
 void register_run_vae(CLI::App* run);      // cmd_vae.cpp

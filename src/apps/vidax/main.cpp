@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   vidax::cli::register_bench(app);
   vidax::cli::register_generate(app, argc, argv);
   vidax::cli::register_random_model(app);
+  vidax::cli::register_demo(app);
   vidax::cli::register_synth(app);
   try {
     app.parse(argc, argv);
