@@ -279,6 +279,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
         latent,
         [&](const Tensor& frames) {  // [3, n, H, W]
           writer->write(frames);
+          if (o.on_frames) o.on_frames(frames);
           progress.tick(++done, seconds_since(t_chunk));
           t_chunk = Clock::now();
         },

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,8 @@ struct GenerateOptions {
   int64_t vae_tile = 0;  // latent pixels per tile side for VAE decode (0: no tiling)
   bool hash_models = true;
   std::vector<std::string> command_line;  // argv, recorded in the sidecar
+  // Sees every chunk of decoded frames ([3, n, H, W] F32, raw) after the writer got it.
+  std::function<void(const Tensor& frames)> on_frames;
 };
 
 struct GenerationPlan {

@@ -234,6 +234,26 @@ TEST(GenerateEndToEnd, LateFailuresLeaveNothingAndOddPromptsWork) {
   EXPECT_EQ(side["prompt"], "a cat \xEF\xBF\xBD");
 }
 
+TEST(GenerateEndToEnd, DemoRunsAModelFolderAtTheTinyGeometry) {
+  // `vidax demo` on any official-layout folder (here random weights; the README runs it on the
+  // shipped models/vidax-tiny): 256x256, 17 frames, plus the README's PNG strip.
+  TempDir out;
+  const Result r = vidax("demo --model " + model_dir("official") + " --steps 2 -o " +
+                         out.file("demo.mp4") + " --strip " + out.file("strip.png"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("denoise"), std::string::npos) << "the progress display: " << r.out;
+  const json probe = ffprobe(out.file("demo.mp4"));
+  ASSERT_EQ(probe["streams"].size(), 1u) << probe.dump();
+  EXPECT_EQ(probe["streams"][0]["width"], 256);
+  EXPECT_EQ(probe["streams"][0]["height"], 256);
+  EXPECT_EQ(probe["streams"][0]["nb_read_frames"], "17");
+  EXPECT_TRUE(fs::exists(out.file("demo.mp4.json")));
+  const Result strip = run_shell("ffprobe -v error -show_entries stream=width,height -of csv=p=0 " +
+                                 out.file("strip.png"));
+  EXPECT_EQ(strip.out, "1280,256\n");  // frames 0, 4, 8, 12, 16 side by side
+  expect_error("demo --model " + out.file("nowhere") + " -o " + out.file("x.mp4"), "nowhere");
+}
+
 TEST(GenerateEndToEnd, InterruptLeavesNoPartialFile) {
   TempDir out;
   const std::string cmd = std::string(VIDAX_BINARY) + " generate " + model_args("official") +

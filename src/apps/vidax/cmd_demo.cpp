@@ -3,13 +3,16 @@
 // layout) through exactly the code path real checkpoints take, and writes demo.mp4 + sidecar.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "apps/vidax/commands.h"
 #include "core/error.h"
+#include "io/png.h"
 #include "io/temp_paths.h"
+#include "io/video_writer.h"
 #include "pipeline/text_to_video.h"
 
 namespace vidax::cli {
@@ -47,7 +50,7 @@ std::string find_tiny_model(const std::string& flag) {
 
 void register_demo(CLI::App& app) {
   struct Args {
-    std::string model, prompt = kDemoPrompt, output = "demo.mp4";
+    std::string model, prompt = kDemoPrompt, output = "demo.mp4", strip;
     int64_t steps = kDemoSteps, seed = 42;
     bool json = false;
   };
@@ -58,6 +61,8 @@ void register_demo(CLI::App& app) {
   cmd->add_option("--model", a->model, "vidax-tiny folder (default: found automatically)");
   cmd->add_option("--steps", a->steps, "denoising steps");
   cmd->add_option("--seed", a->seed, "noise seed (default 42)");
+  cmd->add_option("--strip", a->strip,
+                  "also write a PNG strip of every 4th frame (the README's picture)");
   cmd->add_flag("--json", a->json, "print the result as JSON on stdout");
   cmd->callback([a] {
     GenerateOptions o;
@@ -79,11 +84,32 @@ void register_demo(CLI::App& app) {
     o.vae_precision = wan::Precision::kFP32;
     o.output = a->output;
     o.command_line = {"vidax", "demo"};
+    // Frames 0, 4, 8, ... side by side, for the README.
+    std::vector<std::vector<uint8_t>> picked;
+    int64_t seen = 0;
+    if (!a->strip.empty())
+      o.on_frames = [&](const Tensor& frames) {  // [3, n, H, W]
+        const std::vector<uint8_t> rgb = to_uint8_rgb(frames);
+        const size_t frame_bytes = static_cast<size_t>(kDemoSize * kDemoSize * 3);
+        for (int64_t i = 0; i < frames.dim(1); ++i, ++seen)
+          if (seen % 4 == 0)
+            picked.emplace_back(rgb.begin() + static_cast<std::ptrdiff_t>(i * frame_bytes),
+                                rgb.begin() + static_cast<std::ptrdiff_t>((i + 1) * frame_bytes));
+      };
     const GenerationPlan plan = plan_generation(o);
     require_fits(plan.memory, plan.available_bytes);
     install_temp_cleanup_handlers();
     Progress progress(stderr, true);
     const GenerationResult r = generate(o, plan, progress);
+    if (!a->strip.empty()) {
+      const int64_t n = static_cast<int64_t>(picked.size()), w = kDemoSize, h = kDemoSize;
+      std::vector<uint8_t> strip(static_cast<size_t>(n * w * h * 3));  // [h, n*w, 3]
+      for (int64_t f = 0; f < n; ++f)
+        for (int64_t y = 0; y < h; ++y)
+          std::copy_n(picked[static_cast<size_t>(f)].begin() + y * w * 3, w * 3,
+                      strip.begin() + (y * n * w + f * w) * 3);
+      write_png(a->strip, strip, n * w, h);
+    }
     if (a->json) {
       const nlohmann::json j = {{"output", r.output},
                                 {"sidecar", r.sidecar},
