@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/convert.h"
 #include "io/safetensors.h"
+#include "models/wan/random_fill.h"
 #include "models/wan/vae_tensors.h"
 
 namespace vidax::wan {
@@ -20,10 +20,6 @@ inline uint64_t mix(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
-}
-
-inline float uniform_pm1(uint64_t key) {  // uniform in [-1, 1)
-  return static_cast<float>(static_cast<double>(mix(key) >> 40) * (2.0 / 16777216.0) - 1.0);
 }
 
 uint64_t name_hash(const std::string& s) {  // FNV-1a: stable across standard libraries
@@ -50,25 +46,7 @@ WeightFn random_vae_weights(const VaeConfig& config, DType dtype, uint64_t seed)
       offset = 1.0f;
       amplitude = 0.1f * std::sqrt(3.0f);
     }
-    Tensor out = Tensor::zeros(d.shape, dtype);
-    const int64_t n = out.numel();
-    constexpr int64_t kChunk = 1 << 16;
-#pragma omp parallel
-    {
-      std::vector<float> tmp(kChunk);
-#pragma omp for schedule(static)
-      for (int64_t begin = 0; begin < n; begin += kChunk) {
-        const int64_t len = std::min(kChunk, n - begin);
-        for (int64_t i = 0; i < len; ++i)
-          tmp[static_cast<size_t>(i)] =
-              offset + amplitude * uniform_pm1(base + static_cast<uint64_t>(begin + i));
-        convert_floats(tmp.data(), DType::kF32,
-                       static_cast<std::byte*>(out.raw_mutable_data()) +
-                           begin * static_cast<int64_t>(dtype_size(dtype)),
-                       dtype, static_cast<size_t>(len));
-      }
-    }
-    return out;
+    return random_uniform_tensor(d.shape, dtype, base, offset, amplitude);
   };
 }
 
