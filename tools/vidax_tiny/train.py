@@ -93,9 +93,11 @@ def phase_data(args):
 # ----------------------------------------------------------------------------------------------
 
 
-def lr_at(step, total, base, warmup):
+def lr_at(step, total, base, warmup, cosine=True):
     if step < warmup:
         return base * (step + 1) / warmup
+    if not cosine:
+        return base
     p = (step - warmup) / max(1, total - warmup)
     return base * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
 
@@ -124,17 +126,17 @@ class Trainer:
             wr.writerow(["step", "loss", "seconds"])
             wr.writerows(self.losses)
 
-    def run(self, total, base_lr, warmup, step_fn):
+    def run(self, total, base_lr, warmup, step_fn, cosine=True, clip=1.0):
         last_save = time.time()
         while self.step < total:
             t0 = time.time()
             for g in self.opt.param_groups:
-                g["lr"] = lr_at(self.step, total, base_lr, warmup)
+                g["lr"] = lr_at(self.step, total, base_lr, warmup, cosine)
             gen = torch.Generator().manual_seed(C["seed"] * 1000003 + self.step)
             loss = step_fn(gen)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
             self.opt.step()
             self.seconds += time.time() - t0
             self.step += 1
@@ -174,7 +176,8 @@ def phase_vae(args):
         return (rec - x).abs().mean() + F.mse_loss(rec, x) + 1e-4 * mu.float().pow(2).mean()
 
     tr = Trainer("vae", args.work, vae, C["vae_lr"])
-    tr.run(C["vae_steps"], C["vae_lr"], 20, step)
+    # Constant rate after warm-up: a longer run extends a shorter one exactly.
+    tr.run(C["vae_steps"], C["vae_lr"], 20, step, cosine=False, clip=C["vae_clip"])
     save_atomic({"model": vae.state_dict(), "seconds": tr.seconds}, out)
     log(f"vae: done in {tr.seconds:.0f} s")
 
@@ -190,16 +193,17 @@ def phase_latents(args):
     ds = SynthDataset(os.path.join(args.work, "clips"))
     t0 = time.time()
     mus = []
-    for i in range(len(ds)):
+    n = min(len(ds), C["dit_clips"])
+    for i in range(n):
         x = torch.from_numpy(ds.video(i)).unsqueeze(0)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             mus.append(vae.encode_mu(x).float()[0])  # [16, 5, 32, 32]
         if (i + 1) % 64 == 0:
-            log(f"latents: {i + 1}/{len(ds)} ({time.time() - t0:.0f} s)")
+            log(f"latents: {i + 1}/{n} ({time.time() - t0:.0f} s)")
     mu = torch.stack(mus)
     mean = mu.mean(dim=(0, 2, 3, 4))
     std = mu.std(dim=(0, 2, 3, 4))
-    captions = [ds.caption(i) for i in range(len(ds))]
+    captions = [ds.caption(i) for i in range(n)]
     save_atomic({"mu": mu, "mean": mean, "std": std, "captions": captions,
                  "seconds": time.time() - t0}, out)
     log("latents: mean", mean.numpy().round(3), "std", std.numpy().round(3))
