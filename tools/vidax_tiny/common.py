@@ -32,11 +32,11 @@ CONFIG = {
     # Wan 2.1 VAE
     "vae": dict(dim=8, z_dim=16, dim_mult=[1, 2, 4, 8], num_res_blocks=1,
                 temporal_downsample=[False, True, True]),
-    "vae_steps": 2400, "vae_batch": 8, "vae_crop": 32, "vae_crop_frames": 5, "vae_lr": 2e-3, "vae_clip": 5.0,
+    "vae_steps": 3600, "vae_batch": 8, "vae_crop": 32, "vae_crop_frames": 5, "vae_lr": 2e-3, "vae_clip": 5.0,
     # Wan 2.1 T2V DiT (head_dim 128)
     "dit": dict(dim=128, ffn_dim=512, num_heads=1, num_layers=4, text_dim=64, freq_dim=256,
                 in_dim=16, out_dim=16, text_len=512),
-    "dit_steps": 1100, "dit_batch": 4, "dit_lr": 5e-4, "dit_warmup": 100,
+    "dit_steps": 800, "dit_batch": 4, "dit_lr": 5e-4, "dit_warmup": 100,
     "train_shift": 3.0,         # sigma = shift u / (1 + (shift - 1) u), u ~ U(0, 1)
     "cfg_drop": 0.1,            # share of captions replaced by the empty prompt ""
     "threads": 1,  # 2 OpenMP threads on this shared 2-core machine were 30x slower
