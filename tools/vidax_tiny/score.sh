@@ -13,8 +13,8 @@ i=0
 while read -r prompt; do
   i=$((i + 1))
   $b/vidax generate --model models/vidax-tiny --prompt "$prompt" --negative-prompt "" \
-    --size 256x256 --frames 17 --steps "$steps" --seed "$i" --no-hash -o "$out/clip$i.mp4" >/dev/null
-  ffmpeg -loglevel error -y -i "$out/clip$i.mp4" -f rawvideo -pix_fmt rgb24 "$out/clip$i.rgb"
+    --size 256x256 --frames 17 --steps "$steps" --seed "$i" --no-hash -o "$out/clip$i.mp4" >/dev/null 2>&1 </dev/null
+  ffmpeg -nostdin -loglevel error -y -i "$out/clip$i.mp4" -f rawvideo -pix_fmt rgb24 "$out/clip$i.rgb"
   printf '%s\n  ' "$prompt"
   "$out/score_clip" "$out/clip$i.rgb" 256 256 "$prompt"
 done <<'PROMPTS'
