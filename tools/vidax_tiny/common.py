@@ -1,0 +1,119 @@
+"""Shared pieces of the vidax-tiny tools: the family's hyper-parameters, a minimal safetensors
+writer/reader for torch tensors (no `safetensors` package on this machine), tokenisation with
+Debian's spm_encode, and the fixed-random umT5 encoder.
+
+Everything that changes the shipped weights lives in CONFIG, so the one command in train.sh
+reproduces them (bit-exact only with the same torch build and thread count: reductions in
+oneDNN/BLAS kernels depend on both).
+"""
+import json
+import os
+import struct
+import subprocess
+
+import numpy as np
+import torch
+
+from models import T5Encoder
+
+CONFIG = {
+    "seed": 20261130,
+    # data: `vidax synth` clip i has seed data_seed + i; captions for the tokenizer come from a
+    # separate, larger caption-only export.
+    "data_seed": 1000000,
+    "clips": 768,               # 256x256x17 clips for the VAE
+    "dit_clips": 384,           # the first ones, encoded once for the DiT
+    "caption_clips": 20000,     # captions only (1-frame 16x16 renders) for the tokenizer
+    "size": 256, "frames": 17,
+    # tokenizer (spm_train unigram, umT5 special ids)
+    "vocab": 128,
+    # umT5 encoder: fixed random init (official init_weights scales), stored as bf16
+    "t5": dict(dim=64, dim_attn=64, dim_ffn=128, num_heads=4, num_layers=2, num_buckets=32),
+    # Wan 2.1 VAE
+    "vae": dict(dim=8, z_dim=16, dim_mult=[1, 2, 4, 8], num_res_blocks=1,
+                temporal_downsample=[False, True, True]),
+    "vae_steps": 3600, "vae_batch": 8, "vae_crop": 32, "vae_crop_frames": 5, "vae_lr": 2e-3, "vae_clip": 5.0,
+    # Wan 2.1 T2V DiT (head_dim 128)
+    "dit": dict(dim=128, ffn_dim=512, num_heads=1, num_layers=4, text_dim=64, freq_dim=256,
+                in_dim=16, out_dim=16, text_len=512),
+    "dit_steps": 800, "dit_batch": 4, "dit_lr": 5e-4, "dit_warmup": 100,
+    "train_shift": 3.0,         # sigma = shift u / (1 + (shift - 1) u), u ~ U(0, 1)
+    "cfg_drop": 0.1,            # share of captions replaced by the empty prompt ""
+    "threads": 1,  # 2 OpenMP threads on this shared 2-core machine were 30x slower
+}
+
+_ST_DTYPES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.int64: "I64",
+              torch.int32: "I32", torch.float16: "F16"}
+_ST_BACK = {v: k for k, v in _ST_DTYPES.items()}
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """name -> torch tensor, written in name order with 8-byte aligned header."""
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        raw = t.view(torch.int16).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
+        header[name] = {"dtype": _ST_DTYPES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    if metadata:
+        header["__metadata__"] = metadata
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        data = f.read()
+    header.pop("__metadata__", None)
+    out = {}
+    for name, e in header.items():
+        b, end = e["data_offsets"]
+        dt = _ST_BACK[e["dtype"]]
+        if dt == torch.bfloat16:
+            arr = np.frombuffer(data[b:end], dtype=np.int16).copy()
+            t = torch.from_numpy(arr).view(torch.bfloat16)
+        else:
+            arr = np.frombuffer(data[b:end], dtype=torch.empty(0, dtype=dt).numpy().dtype).copy()
+            t = torch.from_numpy(arr)
+        out[name] = t.reshape(e["shape"])
+    return out
+
+
+def tokenize(spiece_model, texts):
+    """ids per text as umT5 sees it: spm pieces + EOS (1). Texts must be one line each."""
+    if not texts:
+        return []
+    inp = "\n".join(texts) + "\n"
+    res = subprocess.run(["spm_encode", f"--model={spiece_model}", "--output_format=id"],
+                         input=inp.encode(), stdout=subprocess.PIPE, check=True)
+    lines = res.stdout.decode().split("\n")[:len(texts)]
+    return [[int(v) for v in line.split()] + [1] for line in lines]
+
+
+def make_t5(vocab):
+    c = CONFIG["t5"]
+    t5 = T5Encoder(vocab, c["dim"], c["dim_attn"], c["dim_ffn"], c["num_heads"], c["num_layers"],
+                   c["num_buckets"])
+    t5.init_fixed_random(torch.Generator().manual_seed(CONFIG["seed"] + 1))
+    return t5.eval()
+
+
+@torch.no_grad()
+def encode_texts(t5, ids_list):
+    """[L_i, dim] f32 per text (the tokens up to and including EOS, as the pipeline keeps them)."""
+    out = []
+    for ids in ids_list:
+        ids_t = torch.tensor([ids], dtype=torch.int64)
+        out.append(t5(ids_t, torch.ones_like(ids_t))[0].float())
+    return out

@@ -1,0 +1,299 @@
+#!/usr/bin/python3
+"""Trains the vidax-tiny family on the synthetic world and exports it in the official Wan 2.1
+layout (docs/vidax-tiny.md).
+
+    /usr/bin/python3 tools/vidax_tiny/train.py all --work WORK --out models/vidax-tiny
+
+Phases (each resumable; `all` runs the missing ones in order, a phase whose result exists is
+skipped, an interrupted training phase continues from its last checkpoint):
+  tokenizer  caption-only dataset -> spm_train unigram -> WORK/spiece.model
+  data       `vidax synth` clips (256x256x17) -> WORK/clips
+  vae        Wan 2.1 VAE trained as a deterministic autoencoder on random crops -> WORK/vae.pt
+  latents    every clip encoded once; per-channel statistics -> WORK/latents.pt
+  dit        Wan 2.1 T2V DiT, flow matching on the normalised latents -> WORK/dit.pt
+  export     official files -> OUT
+
+Every random draw is seeded from CONFIG (common.py); the training steps draw their batch, noise
+and sigmas from a generator seeded by (seed, step), so a resumed run is the same run.
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import CONFIG, encode_texts, make_t5, tokenize, write_safetensors  # noqa: E402
+from dataset import SynthDataset  # noqa: E402
+from models import WanDiT, WanVAE, fold_latent_stats, rope_table  # noqa: E402
+
+C = CONFIG
+CKPT_SECONDS = 120  # checkpoint cadence (does not change the result)
+
+
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+def save_atomic(obj, path):
+    torch.save(obj, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def vocab_size(work):
+    with open(os.path.join(work, "spiece.vocab")) as f:
+        return sum(1 for _ in f)
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def phase_tokenizer(args):
+    w = args.work
+    if os.path.exists(os.path.join(w, "spiece.model")):
+        return
+    cap_dir = os.path.join(w, "captions")
+    if not os.path.exists(os.path.join(cap_dir, "manifest.json")):
+        subprocess.run([args.vidax, "synth", "--out", cap_dir, "--count", str(C["caption_clips"]),
+                        "--seed", str(C["data_seed"]), "--size", "16x16", "--frames", "1",
+                        "--shard-size", "100000"], check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(cap_dir, "manifest.json")) as f:
+        caps = [c["caption"] for c in json.load(f)["clips"]]
+    txt = os.path.join(w, "captions.txt")
+    with open(txt, "w") as f:
+        f.write("\n".join(caps) + "\n")
+    subprocess.run(["spm_train", f"--input={txt}", f"--model_prefix={w}/spiece",
+                    f"--vocab_size={C['vocab']}", "--model_type=unigram", "--character_coverage=1.0",
+                    "--pad_id=0", "--eos_id=1", "--unk_id=2", "--bos_id=-1",
+                    "--hard_vocab_limit=false", "--num_threads=1", "--minloglevel=2"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log("tokenizer:", vocab_size(w), "pieces from", len(caps), "captions")
+
+
+def phase_data(args):
+    d = os.path.join(args.work, "clips")
+    if os.path.exists(os.path.join(d, "manifest.json")):
+        return
+    t0 = time.time()
+    subprocess.run([args.vidax, "--threads", str(C["threads"]), "synth", "--out", d,
+                    "--count", str(C["clips"]), "--seed", str(C["data_seed"]),
+                    "--size", f"{C['size']}x{C['size']}", "--frames", str(C["frames"]),
+                    "--shard-size", "64", "--preview", "8"], check=True, stdout=subprocess.DEVNULL)
+    log(f"data: {C['clips']} clips in {time.time() - t0:.0f} s")
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def lr_at(step, total, base, warmup, cosine=True):
+    if step < warmup:
+        return base * (step + 1) / warmup
+    if not cosine:
+        return base
+    p = (step - warmup) / max(1, total - warmup)
+    return base * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+class Trainer:
+    """Checkpointed loop: state = model, optimiser, step, loss log, seconds trained."""
+
+    def __init__(self, name, work, model, lr):
+        self.name, self.model = name, model
+        self.ckpt = os.path.join(work, f"{name}_ckpt.pt")
+        self.csv = os.path.join(work, f"{name}_loss.csv")
+        self.opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+        self.step, self.losses, self.seconds = 0, [], 0.0
+        if os.path.exists(self.ckpt):
+            s = torch.load(self.ckpt)
+            model.load_state_dict(s["model"])
+            self.opt.load_state_dict(s["opt"])
+            self.step, self.losses, self.seconds = s["step"], s["losses"], s["seconds"]
+            log(f"{name}: resumed at step {self.step}")
+
+    def save(self):
+        save_atomic({"model": self.model.state_dict(), "opt": self.opt.state_dict(),
+                     "step": self.step, "losses": self.losses, "seconds": self.seconds}, self.ckpt)
+        with open(self.csv, "w", newline="") as f:
+            wr = csv.writer(f)
+            wr.writerow(["step", "loss", "seconds"])
+            wr.writerows(self.losses)
+
+    def run(self, total, base_lr, warmup, step_fn, cosine=True, clip=1.0):
+        last_save = time.time()
+        while self.step < total:
+            t0 = time.time()
+            for g in self.opt.param_groups:
+                g["lr"] = lr_at(self.step, total, base_lr, warmup, cosine)
+            gen = torch.Generator().manual_seed(C["seed"] * 1000003 + self.step)
+            loss = step_fn(gen)
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+            self.opt.step()
+            self.seconds += time.time() - t0
+            self.step += 1
+            self.losses.append([self.step, float(loss), round(self.seconds, 1)])
+            if self.step % 10 == 0:
+                recent = np.mean([l[1] for l in self.losses[-10:]])
+                log(f"{self.name} step {self.step}/{total} loss {recent:.4f} ({self.seconds:.0f} s)")
+            if time.time() - last_save > CKPT_SECONDS or self.step == total:
+                self.save()
+                last_save = time.time()
+
+
+def phase_vae(args):
+    out = os.path.join(args.work, "vae.pt")
+    if os.path.exists(out):
+        return
+    torch.manual_seed(C["seed"] + 2)
+    vae = WanVAE(**C["vae"])
+    ds = SynthDataset(os.path.join(args.work, "clips"))
+    crop, nf, bsz = C["vae_crop"], C["vae_crop_frames"], C["vae_batch"]
+
+    def step(gen):
+        xs = []
+        for _ in range(bsz):
+            i = int(torch.randint(len(ds), (1,), generator=gen))
+            t0 = int(torch.randint(ds.frames - nf + 1, (1,), generator=gen))
+            y0 = int(torch.randint(ds.height - crop + 1, (1,), generator=gen))
+            x0 = int(torch.randint(ds.width - crop + 1, (1,), generator=gen))
+            clip = ds.clip(i)[t0:t0 + nf, y0:y0 + crop, x0:x0 + crop]  # [nf, crop, crop, 3] u8
+            xs.append(torch.from_numpy(np.ascontiguousarray(clip)).permute(3, 0, 1, 2))
+        x = (torch.stack(xs).float() - 127.5) / 127.5  # [b, 3, nf, crop, crop]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mu = vae.encode_mu(x)
+            rec = vae.decode(mu)
+        rec = rec.float()
+        # L1 keeps edges sharp, L2 the flat areas; a tiny latent penalty bounds the scale.
+        return (rec - x).abs().mean() + F.mse_loss(rec, x) + 1e-4 * mu.float().pow(2).mean()
+
+    tr = Trainer("vae", args.work, vae, C["vae_lr"])
+    # Constant rate after warm-up: a longer run extends a shorter one exactly.
+    tr.run(C["vae_steps"], C["vae_lr"], 20, step, cosine=False, clip=C["vae_clip"])
+    save_atomic({"model": vae.state_dict(), "seconds": tr.seconds}, out)
+    log(f"vae: done in {tr.seconds:.0f} s")
+
+
+@torch.no_grad()
+def phase_latents(args):
+    out = os.path.join(args.work, "latents.pt")
+    if os.path.exists(out):
+        return
+    vae = WanVAE(**C["vae"])
+    vae.load_state_dict(torch.load(os.path.join(args.work, "vae.pt"))["model"])
+    vae.eval()
+    ds = SynthDataset(os.path.join(args.work, "clips"))
+    t0 = time.time()
+    mus = []
+    n = min(len(ds), C["dit_clips"])
+    for i in range(n):
+        x = torch.from_numpy(ds.video(i)).unsqueeze(0)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mus.append(vae.encode_mu(x).float()[0])  # [16, 5, 32, 32]
+        if (i + 1) % 64 == 0:
+            log(f"latents: {i + 1}/{n} ({time.time() - t0:.0f} s)")
+    mu = torch.stack(mus)
+    mean = mu.mean(dim=(0, 2, 3, 4))
+    std = mu.std(dim=(0, 2, 3, 4))
+    captions = [ds.caption(i) for i in range(n)]
+    save_atomic({"mu": mu, "mean": mean, "std": std, "captions": captions,
+                 "seconds": time.time() - t0}, out)
+    log("latents: mean", mean.numpy().round(3), "std", std.numpy().round(3))
+
+
+def phase_dit(args):
+    out = os.path.join(args.work, "dit.pt")
+    if os.path.exists(out):
+        return
+    lat = torch.load(os.path.join(args.work, "latents.pt"))
+    z = (lat["mu"] - lat["mean"].view(1, -1, 1, 1, 1)) / lat["std"].view(1, -1, 1, 1, 1)
+    spm = os.path.join(args.work, "spiece.model")
+    t5 = make_t5(vocab_size(args.work))
+    ctx = encode_texts(t5, tokenize(spm, lat["captions"]))
+    (ctx_null,) = encode_texts(t5, tokenize(spm, [""]))
+    torch.manual_seed(C["seed"] + 3)
+    dit = WanDiT(**C["dit"])
+    f, h, w = z.shape[2], z.shape[3] // 2, z.shape[4] // 2
+    cos, sin = rope_table(f, h, w, dit.blocks[0].self_attn.head_dim)
+    rope = (cos.float(), sin.float())
+    bsz, shift = C["dit_batch"], C["train_shift"]
+
+    def step(gen):
+        idx = torch.randint(len(z), (bsz,), generator=gen)
+        drop = torch.rand(bsz, generator=gen) < C["cfg_drop"]
+        u = torch.rand(bsz, generator=gen)
+        sigma = shift * u / (1 + (shift - 1) * u)
+        x0 = z[idx]
+        noise = torch.randn(x0.shape, generator=gen)
+        s = sigma.view(-1, 1, 1, 1, 1)
+        xt = (1 - s) * x0 + s * noise
+        contexts = [ctx_null if drop[j] else ctx[int(idx[j])] for j in range(bsz)]
+        c, bias = dit.compact_context(contexts)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            pred = dit(xt, sigma * 1000, c, rope, bias)
+        return F.mse_loss(pred.float(), noise - x0)
+
+    tr = Trainer("dit", args.work, dit, C["dit_lr"])
+    tr.run(C["dit_steps"], C["dit_lr"], C["dit_warmup"], step)
+    save_atomic({"model": dit.state_dict(), "seconds": tr.seconds}, out)
+    log(f"dit: done in {tr.seconds:.0f} s")
+
+
+def phase_export(args):
+    w, out = args.work, args.out
+    os.makedirs(os.path.join(out, "google", "umt5-xxl"), exist_ok=True)
+    shutil.copyfile(os.path.join(w, "spiece.model"), os.path.join(out, "google", "umt5-xxl", "spiece.model"))
+    t5 = make_t5(vocab_size(w))
+    torch.save({k: v.to(torch.bfloat16) for k, v in t5.state_dict().items()},
+               os.path.join(out, "models_t5_umt5-xxl-enc-bf16.pth"))
+    vae = WanVAE(**C["vae"])
+    vae.load_state_dict(torch.load(os.path.join(w, "vae.pt"))["model"])
+    lat = torch.load(os.path.join(w, "latents.pt"))
+    fold_latent_stats(vae, lat["mean"].tolist(), lat["std"].tolist())
+    torch.save({k: v.float() for k, v in vae.state_dict().items()}, os.path.join(out, "Wan2.1_VAE.pth"))
+    dit = WanDiT(**C["dit"])
+    dit.load_state_dict(torch.load(os.path.join(w, "dit.pt"))["model"])
+    write_safetensors(os.path.join(out, "diffusion_pytorch_model.safetensors"),
+                      {k: v.float() for k, v in dit.state_dict().items()})
+    cfg = dict(C["dit"], model_type="t2v", patch_size=[1, 2, 2], eps=1e-6, qk_norm=True,
+               cross_attn_norm=True)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(dict(sorted(cfg.items())), f, indent=1)
+        f.write("\n")
+    log("export: wrote", out)
+
+
+PHASES = {"tokenizer": phase_tokenizer, "data": phase_data, "vae": phase_vae,
+          "latents": phase_latents, "dit": phase_dit, "export": phase_export}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("phase", choices=list(PHASES) + ["all"])
+    ap.add_argument("--work", default="build/vidax-tiny-work")
+    ap.add_argument("--out", default="models/vidax-tiny")
+    ap.add_argument("--vidax", default="build/release/vidax")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a scalar CONFIG entry (smoke tests; changes the result)")
+    args = ap.parse_args()
+    for kv in args.set:
+        k, v = kv.split("=", 1)
+        if k not in C:
+            sys.exit(f"--set: unknown CONFIG key '{k}'")
+        C[k] = type(C[k])(v)
+    torch.set_num_threads(C["threads"])
+    os.makedirs(args.work, exist_ok=True)
+    for name in (PHASES if args.phase == "all" else [args.phase]):
+        PHASES[name](args)
+
+
+if __name__ == "__main__":
+    main()
