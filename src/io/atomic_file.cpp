@@ -16,6 +16,7 @@ AtomicFile::AtomicFile(std::string target)
     : target_(std::move(target)), tmp_(target_ + ".tmp." + std::to_string(::getpid())) {
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail("cannot create temporary file " + tmp_);
+  guard_ = TempPathGuard::file(tmp_);
 }
 
 AtomicFile::~AtomicFile() {
@@ -44,6 +45,7 @@ void AtomicFile::commit() {
   if (::close(fd) != 0) fail("cannot close " + tmp_);
   if (::rename(tmp_.c_str(), target_.c_str()) != 0) fail("cannot rename " + tmp_ + " into place");
   committed_ = true;
+  guard_.release();
   // Persist the rename itself; failing to sync the folder does not undo a complete file.
   const std::filesystem::path parent = std::filesystem::path(target_).parent_path();
   const std::string dir = parent.empty() ? std::string(".") : parent.string();

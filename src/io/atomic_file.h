@@ -1,6 +1,7 @@
 // Writing a file atomically: the bytes go to a temporary file in the target's folder, which is
 // fsync'ed and renamed over the target only when complete. A failed write (exception before
-// commit()) removes the temporary file and leaves an existing target untouched.
+// commit()) removes the temporary file and leaves an existing target untouched; the temporary
+// is also registered with io/temp_paths.h, so SIGINT/SIGTERM remove it too.
 //
 // An AtomicFile is used by one thread at a time; different targets may be written concurrently.
 // Two writers of the same target in one process at the same time are not supported (they share
@@ -9,6 +10,8 @@
 
 #include <cstddef>
 #include <string>
+
+#include "io/temp_paths.h"
 
 namespace vidax {
 
@@ -31,6 +34,7 @@ class AtomicFile {
 
   std::string target_;
   std::string tmp_;
+  TempPathGuard guard_;  // removes tmp_ if a signal ends the process before commit()
   int fd_ = -1;
   size_t written_ = 0;
   bool committed_ = false;

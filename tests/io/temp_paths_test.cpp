@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "io/atomic_file.h"
 #include "io/safetensors_test_util.h"
 #include "io/video_test_util.h"
 #include "support/test_support.h"
@@ -39,6 +40,27 @@ TEST(TempPaths, GuardsRegisterMoveAndRelease) {
     c.release();
     c.release();
     EXPECT_EQ(registered_temp_path_count(), 1u);
+  }
+  EXPECT_EQ(registered_temp_path_count(), 0u);
+}
+
+// The atomic writer behind safetensors/.pth output registers its temporary until it commits,
+// so an interrupted checkpoint write leaves no stray ".tmp.<pid>" file.
+TEST(TempPaths, AtomicFileRegistersItsTemporaryUntilCommit) {
+  TempDir dir;
+  ASSERT_EQ(registered_temp_path_count(), 0u);
+  {
+    AtomicFile f(dir.file("out.bin"));
+    EXPECT_EQ(registered_temp_path_count(), 1u);
+    f.write_all("abc", 3);
+    f.commit();
+    EXPECT_EQ(registered_temp_path_count(), 0u);
+  }
+  {
+    AtomicFile f(dir.file("never.bin"));
+    EXPECT_EQ(registered_temp_path_count(), 1u);
+    remove_registered_temp_paths();  // what the signal handler does
+    EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{"out.bin"});
   }
   EXPECT_EQ(registered_temp_path_count(), 0u);
 }

@@ -1,7 +1,6 @@
 #include "models/wan/random_fill.h"
 
 #include <algorithm>
-#include <functional>
 #include <vector>
 
 #include "core/convert.h"
@@ -23,7 +22,11 @@ inline float uniform_pm1(uint64_t key) {  // uniform in [-1, 1)
 }  // namespace
 
 uint64_t random_tensor_key(uint64_t seed, const std::string& name) {
-  return splitmix(seed ^ std::hash<std::string>{}(name));
+  // FNV-1a rather than std::hash, whose value differs between standard libraries: the same seed
+  // must give the same random model everywhere.
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const char c : name) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return splitmix(seed ^ h);
 }
 
 Tensor random_uniform_tensor(const Shape& shape, DType dtype, uint64_t key, float offset,
