@@ -33,6 +33,11 @@ WanVae tiny_vae(VaeVersion v, Precision p = Precision::kFP32) {
 }
 
 class VaeVersionTest : public ::testing::TestWithParam<VaeVersion> {};
+}  // namespace
+// Found by argument-dependent lookup (VaeVersion lives in vidax::wan): gtest would otherwise
+// print the parameter as raw bytes.
+void PrintTo(VaeVersion v, std::ostream* os) { *os << (v == VaeVersion::kWan22 ? "2.2" : "2.1"); }
+namespace {
 
 TEST_P(VaeVersionTest, StreamedFramesDoNotDependOnLaterLatents) {
   // Decoding the first 3 latent frames gives exactly the first frames of decoding all 5: the

@@ -18,6 +18,8 @@ struct Case {
   const char* weights;
   const char* io;
 };
+// gtest prints parameters it cannot format as raw bytes; name the files instead.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.weights << " + " << c.io; }
 
 class VaeFixtureTest : public ::testing::TestWithParam<Case> {
  protected:
