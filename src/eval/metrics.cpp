@@ -62,7 +62,7 @@ double psnr(const Tensor& clip, const Tensor& reference, const std::string& what
   return 10.0 * std::log10(1.0 / mse);
 }
 
-double ssim_plane(std::span<const float> x, std::span<const float> y, int64_t height,
+double ssim_plane(std::span<const double> x, std::span<const double> y, int64_t height,
                   int64_t width) {
   VIDAX_CHECK(height >= kSsimWindow && width >= kSsimWindow, "ssim_plane: ", width, "x", height,
               " is smaller than the window");
@@ -76,8 +76,8 @@ double ssim_plane(std::span<const float> x, std::span<const float> y, int64_t he
   std::vector<double> rows(static_cast<size_t>(kMaps * height * out_w));
   auto row_map = [&](int m, int64_t r) { return rows.data() + (m * height + r) * out_w; };
   for (int64_t r = 0; r < height; ++r) {
-    const float* xr = x.data() + r * width;
-    const float* yr = y.data() + r * width;
+    const double* xr = x.data() + r * width;
+    const double* yr = y.data() + r * width;
     for (int64_t c = 0; c < out_w; ++c) {
       double s[kMaps] = {0, 0, 0, 0, 0};
       for (int k = 0; k < kSsimWindow; ++k) {
@@ -126,12 +126,12 @@ double ssim(const Tensor& clip, const Tensor& reference, const std::string& what
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t p = 0; p < planes; ++p) {
     const int64_t f = p / 3, ch = p % 3;
-    std::vector<float> x(static_cast<size_t>(h * w)), y(static_cast<size_t>(h * w));
+    std::vector<double> x(static_cast<size_t>(h * w)), y(static_cast<size_t>(h * w));
     const uint8_t* pa = a.data<uint8_t>() + f * h * w * 3 + ch;
     const uint8_t* pb = b.data<uint8_t>() + f * h * w * 3 + ch;
     for (int64_t i = 0; i < h * w; ++i) {
-      x[static_cast<size_t>(i)] = static_cast<float>(pa[i * 3]) / 255.0f;
-      y[static_cast<size_t>(i)] = static_cast<float>(pb[i * 3]) / 255.0f;
+      x[static_cast<size_t>(i)] = pa[i * 3] / 255.0;
+      y[static_cast<size_t>(i)] = pb[i * 3] / 255.0;
     }
     per_plane[static_cast<size_t>(p)] = ssim_plane(x, y, h, w);
   }

@@ -39,7 +39,7 @@ double temporal_change(const Tensor& clip, const std::string& what = "clip");
 
 // SSIM of one plane pair, values in [0, 1], row-major [height, width] (the per-channel,
 // per-frame term of ssim()); exposed for tests.
-double ssim_plane(std::span<const float> x, std::span<const float> y, int64_t height,
+double ssim_plane(std::span<const double> x, std::span<const double> y, int64_t height,
                   int64_t width);
 
 }  // namespace vidax::eval

@@ -127,6 +127,12 @@ EvalReport run_eval(const EvalRequest& rq) {
                         plan.video.frames, "; PSNR/SSIM need the same size and frame count");
   }
 
+  if (rq.log)
+    rq.log(
+        "vidax eval: " + rq.model_name + ", suite " + rq.suite.name + " (" +
+        std::to_string(rq.suite.prompts.size()) + " prompts x " +
+        std::to_string(rq.suite.seeds.size()) + " seeds), config " + rq.config.canonical() +
+        (rep.same_as_reference ? " (its own reference)" : ", against " + rq.reference.canonical()));
   const FrameCache cache(rq.cache_dir);
   const std::string fingerprint = cache.enabled() ? model_fingerprint(rq.files) : std::string();
   const std::string config_text = rq.config.canonical(), ref_text = rq.reference.canonical();

@@ -59,7 +59,14 @@ void run_eval_command(const EvalArgs& a) {
   const bool tiny = is_tiny(a);
   const eval::EvalConfig defaults = tiny ? eval::tiny_defaults() : eval::wan21_defaults();
   const eval::EvalConfig config = eval::parse_config_spec(a.config, defaults, "--config");
-  const eval::EvalConfig reference = eval::parse_config_spec(a.against, defaults, "--against");
+  // The reference is at the configuration's size and length unless --against says otherwise:
+  // fidelity compares frames one to one.
+  eval::EvalConfig reference_defaults = defaults;
+  reference_defaults.width = config.width;
+  reference_defaults.height = config.height;
+  reference_defaults.frames = config.frames;
+  const eval::EvalConfig reference =
+      eval::parse_config_spec(a.against, reference_defaults, "--against");
   eval::Suite suite = a.prompts.empty() ? eval::builtin_suite(a.suite)
                                         : eval::prompt_file_suite(a.prompts, a.seeds ? a.seeds : 1);
   if (a.seeds != 0) suite.seeds = eval::suite_seeds(a.seeds);
@@ -83,11 +90,6 @@ void run_eval_command(const EvalArgs& a) {
     rq.cache_dir =
         a.no_cache ? std::string() : (a.cache.empty() ? eval::default_cache_dir() : a.cache);
     rq.log = log;
-    if (log)
-      log("vidax eval: " + rq.model_name + ", suite " + rq.suite.name + " (" +
-          std::to_string(rq.suite.prompts.size()) + " prompts x " +
-          std::to_string(rq.suite.seeds.size()) + " seeds), config " + config.canonical() +
-          (config == reference ? " (its own reference)" : ", against " + reference.canonical()));
     report = eval::run_eval(rq);
   }
   if (a.json) {
