@@ -128,11 +128,10 @@ EvalReport run_eval(const EvalRequest& rq) {
   }
 
   if (rq.log)
-    rq.log(
-        "vidax eval: " + rq.model_name + ", suite " + rq.suite.name + " (" +
-        std::to_string(rq.suite.prompts.size()) + " prompts x " +
-        std::to_string(rq.suite.seeds.size()) + " seeds), config " + rq.config.canonical() +
-        (rep.same_as_reference ? " (its own reference)" : ", against " + rq.reference.canonical()));
+    rq.log(str_cat(
+        "vidax eval: ", rq.model_name, ", suite ", rq.suite.name, " (", rq.suite.prompts.size(),
+        " prompts x ", rq.suite.seeds.size(), " seeds), config ", rq.config.canonical(),
+        rep.same_as_reference ? " (its own reference)" : ", against " + rq.reference.canonical()));
   const FrameCache cache(rq.cache_dir);
   const std::string fingerprint = cache.enabled() ? model_fingerprint(rq.files) : std::string();
   const std::string config_text = rq.config.canonical(), ref_text = rq.reference.canonical();
@@ -183,16 +182,15 @@ EvalReport run_eval(const EvalRequest& rq) {
         c.temporal_reference = temporal_change(*ref);
       }
       if (rq.log) {
-        std::string line = "[" + std::to_string(index) + "/" + std::to_string(total) + "] seed " +
-                           std::to_string(seed) + " \"" + prompt.text +
-                           "\": " + fmt("%.1f s", c.total_seconds) +
-                           fmt(", %.3f s/step", c.seconds_per_step);
+        std::string line = str_cat("[", index, "/", total, "] seed ", seed, " \"", prompt.text,
+                                   "\": ", fmt("%.1f s", c.total_seconds),
+                                   fmt(", %.3f s/step", c.seconds_per_step));
         if (c.adherence)
-          line += std::string(", adherence ") + (c.adherence->overall ? "ok" : "WRONG") +
-                  " (found " + c.found + ")";
+          line += str_cat(", adherence ", c.adherence->overall ? "ok" : "WRONG", " (found ",
+                          c.found, ")");
         if (c.psnr)
-          line += fmt(", PSNR %.2f dB", *c.psnr) + fmt(", SSIM %.4f", *c.ssim) +
-                  (c.reference_from_cache ? " (reference cached)" : "");
+          line += str_cat(fmt(", PSNR %.2f dB", *c.psnr), fmt(", SSIM %.4f", *c.ssim),
+                          c.reference_from_cache ? " (reference cached)" : "");
         rq.log(line);
       }
       rep.clips.push_back(std::move(c));
@@ -227,9 +225,8 @@ EvalReport run_ground_truth(const Suite& suite, const EvalConfig& geometry,
     c.found = found_text(c.adherence->analysis);
     c.temporal = temporal_change(frames);
     if (log)
-      log("[" + std::to_string(++index) + "/" + std::to_string(suite.prompts.size()) + "] scene " +
-          std::to_string(c.seed) + " \"" + prompt.text +
-          "\": " + (c.adherence->overall ? "ok" : "WRONG") + " (found " + c.found + ")");
+      log(str_cat("[", ++index, "/", suite.prompts.size(), "] scene ", c.seed, " \"", prompt.text,
+                  "\": ", c.adherence->overall ? "ok" : "WRONG", " (found ", c.found, ")"));
     rep.clips.push_back(std::move(c));
   }
   rep.wall_seconds = seconds_since(t_start);

@@ -24,8 +24,12 @@ std::string tiny_model() { return std::string(VIDAX_SOURCE_DIR) + "/models/vidax
 // stdout only (progress lines go to stderr). One thread: on a loaded 2-core machine two
 // OpenMP threads can be many times slower than one.
 Result eval_stdout(const std::string& args) {
-  return vidax::testing::run_shell("(" + std::string(VIDAX_BINARY) + " --threads 1 eval " + args +
-                                   " 2>/dev/null)");
+  std::string command = "(";
+  command += VIDAX_BINARY;
+  command += " --threads 1 eval ";
+  command += args;
+  command += " 2>/dev/null)";
+  return vidax::testing::run_shell(command);
 }
 
 json parse(const Result& r) {
