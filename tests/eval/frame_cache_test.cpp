@@ -2,8 +2,8 @@
 // miss.
 #include "eval/frame_cache.h"
 
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
