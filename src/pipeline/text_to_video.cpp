@@ -78,6 +78,9 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   const auto vae = wan::VaeCheckpoint::open(o.files.vae);
   vae.require_loadable();
   wan::Tokenizer::open(o.files.tokenizer);  // fails early on a bad tokenizer path
+  if (o.attention != "dense")
+    throw_input_error("attention: unknown method '", o.attention,
+                      "' (expected dense; sparse attention is not implemented yet)");
 
   const wan::DitConfig& dc = dit.config();
   const wan::T5Config& tc = t5.config();
@@ -211,14 +214,17 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
   const int64_t out_h = plan.video.height, out_w = plan.video.width;
 
   // Opened first so a bad output path fails before minutes of work; it writes to a temporary.
+  // No output: the frames only go to on_frames.
+  const bool write_video = !o.output.empty();
   VideoSpec spec;
   spec.width = out_w;
   spec.height = out_h;
   spec.fps = plan.fps;
   spec.crf = o.crf;
-  if (o.crf < 0 && video_format_for_path(o.output) == VideoFormat::kMp4)
+  if (write_video && o.crf < 0 && video_format_for_path(o.output) == VideoFormat::kMp4)
     spec.crf = kWanOfficialMp4Crf;
-  auto writer = VideoWriter::open(o.output, spec);
+  std::unique_ptr<VideoWriter> writer;
+  if (write_video) writer = VideoWriter::open(o.output, spec);
 
   // 1. Text: both prompts, then the encoder is released before the DiT loads.
   const std::string negative = o.negative_prompt.value_or(kWanDefaultNegativePrompt);
@@ -278,7 +284,8 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
     vae.decode(
         latent,
         [&](const Tensor& frames) {  // [3, n, H, W]
-          writer->write(frames);
+          if (writer) writer->write(frames);
+          r.frames += frames.dim(1);
           if (o.on_frames) o.on_frames(frames);
           progress.tick(++done, seconds_since(t_chunk));
           t_chunk = Clock::now();
@@ -287,8 +294,12 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
     progress.end_phase();
     r.decode_seconds = seconds_since(t0);
   }
-  r.frames = writer->frames_written();
   r.total_seconds = seconds_since(t_start);
+  if (!write_video) {
+    r.output.clear();
+    r.sidecar.clear();
+    return r;
+  }
 
   // 4. Sidecar to a temporary, then the video and the sidecar are renamed into place.
   json hashes = json::object();
@@ -315,6 +326,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
                   {"sampler", o.denoise.sampler},
                   {"shift", o.denoise.shift},
                   {"guide_scale", o.denoise.guide_scale},
+                  {"attention", o.attention},
                   {"precision", precision_name(o.precision)},
                   {"vae_precision", precision_name(o.vae_precision)},
                   {"vae_tile", o.vae_tile},

@@ -38,10 +38,15 @@ struct GenerateOptions {
   uint64_t seed = 0;
   wan::Precision precision = wan::Precision::kBF16;      // DiT and T5 GEMMs
   wan::Precision vae_precision = wan::Precision::kBF16;  // VAE convolutions
-  std::string output;                                    // .mp4, .webm or a folder for PNG frames
+  // .mp4, .webm or a folder for PNG frames; empty: nothing is written (no video, no sidecar),
+  // the frames only reach on_frames (what `vidax eval` does).
+  std::string output;
   int crf = -1;          // -1: MP4 at the official quality (crf 10), WebM at the VP9 default
   int64_t vae_tile = 0;  // latent pixels per tile side for VAE decode (0: no tiling)
   bool hash_models = true;
+  // Self-attention method of the DiT. Only "dense" (full attention) exists today; sparse methods
+  // will add names here. plan_generation() rejects any other value with an InputError.
+  std::string attention = "dense";
   std::vector<std::string> command_line;  // argv, recorded in the sidecar
   // Sees every chunk of decoded frames ([3, n, H, W] F32, raw) after the writer got it.
   std::function<void(const Tensor& frames)> on_frames;

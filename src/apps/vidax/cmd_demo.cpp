@@ -26,6 +26,8 @@ constexpr const char* kDemoPrompt = "a red square moves to the left on a dark bl
 constexpr int64_t kDemoSize = 256, kDemoFrames = 17, kDemoSteps = 20;
 constexpr double kDemoShift = 5.0, kDemoGuideScale = 5.0;
 
+}  // namespace
+
 // Where the shipped model is: --model, $VIDAX_TINY_MODEL, next to the source tree the binary
 // was built in (build/<preset>/vidax → models/vidax-tiny), or under the current folder.
 std::string find_tiny_model(const std::string& flag) {
@@ -45,8 +47,6 @@ std::string find_tiny_model(const std::string& flag) {
       "vidax-tiny not found (looked in $VIDAX_TINY_MODEL, next to the build "
       "folder and in ./models/vidax-tiny); pass --model DIR");
 }
-
-}  // namespace
 
 void register_demo(CLI::App& app) {
   struct Args {

@@ -20,6 +20,11 @@ void register_bench_t5(CLI::App& bench);   // cmd_t5.cpp
 void register_run_vae(CLI::App* run);      // cmd_vae.cpp
 void register_bench_vae(CLI::App* bench);  // cmd_vae.cpp
 void register_synth(CLI::App& app);
+void register_eval(CLI::App& app);  // cmd_eval.cpp
+
+// The shipped vidax-tiny folder: `flag` when set, else $VIDAX_TINY_MODEL, next to the build
+// folder, or ./models/vidax-tiny (cmd_demo.cpp). InputError when none exists.
+std::string find_tiny_model(const std::string& flag);
 
 // "16,5,30,52" -> {16, 5, 30, 52}; `flag` names the option in errors.
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag);
