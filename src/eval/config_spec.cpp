@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "pipeline/tiny_defaults.h"
 
 namespace vidax::eval {
 namespace {
@@ -124,10 +125,12 @@ std::string EvalConfig::canonical() const {
 
 EvalConfig tiny_defaults() {
   EvalConfig c;
-  c.steps = 20;
+  c.steps = tiny::kSteps;
+  c.shift = tiny::kShift;
+  c.guide = tiny::kGuideScale;
   c.precision = "fp32";
-  c.width = c.height = 256;
-  c.frames = 17;
+  c.width = c.height = tiny::kSize;
+  c.frames = tiny::kFrames;
   return c;
 }
 

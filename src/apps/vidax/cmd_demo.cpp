@@ -14,17 +14,17 @@
 #include "io/temp_paths.h"
 #include "io/video_writer.h"
 #include "pipeline/text_to_video.h"
+#include "pipeline/tiny_defaults.h"
 
 namespace vidax::cli {
 namespace {
 
 namespace fs = std::filesystem;
 
-// The demo's settings: vidax-tiny's training geometry (docs/vidax-tiny.md) and a caption from
-// the synthetic world's grammar.
-constexpr const char* kDemoPrompt = "a red square moves to the left on a dark blue background";
-constexpr int64_t kDemoSize = 256, kDemoFrames = 17, kDemoSteps = 20;
-constexpr double kDemoShift = 5.0, kDemoGuideScale = 5.0;
+// The demo's settings: vidax-tiny's defaults (pipeline/tiny_defaults.h).
+constexpr const char* kDemoPrompt = tiny::kDemoPrompt;
+constexpr int64_t kDemoSize = tiny::kSize, kDemoFrames = tiny::kFrames, kDemoSteps = tiny::kSteps;
+constexpr double kDemoShift = tiny::kShift, kDemoGuideScale = tiny::kGuideScale;
 
 }  // namespace
 
@@ -72,7 +72,7 @@ void register_demo(CLI::App& app) {
       throw_input_error("--steps: expected 1..1000, got ", a->steps);
     if (a->seed < 0) throw_input_error("--seed: expected >= 0, got ", a->seed);
     o.prompt = a->prompt;
-    o.negative_prompt = std::string();  // vidax-tiny's unconditional branch is the empty prompt
+    o.negative_prompt = std::string(tiny::kNegativePrompt);
     o.width = kDemoSize;
     o.height = kDemoSize;
     o.frames = kDemoFrames;

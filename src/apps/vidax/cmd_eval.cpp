@@ -18,6 +18,7 @@
 #include "eval/report.h"
 #include "eval/runner.h"
 #include "eval/suite.h"
+#include "pipeline/tiny_defaults.h"
 
 namespace vidax::cli {
 namespace {
@@ -80,7 +81,7 @@ void run_eval_command(const EvalArgs& a) {
     eval::EvalRequest rq;
     rq.model_name = tiny && a.model.empty() ? find_tiny_model("") : a.model;
     rq.files = resolve_model_files(rq.model_name, {});
-    rq.negative_prompt = a.negative_given ? a.negative_prompt : std::string();
+    rq.negative_prompt = a.negative_given ? a.negative_prompt : std::string(tiny::kNegativePrompt);
     if (!a.negative_given && !tiny) rq.negative_prompt = kWanDefaultNegativePrompt;
     rq.config = config;
     rq.reference = reference;
