@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "kernels/cpu/elementwise.h"
+#include "sparse/estimator_math.h"
 #include "sparse/policies.h"
 #include "sparse/policy_options.h"
 
@@ -29,74 +31,104 @@ SpadeOptions parse_spade_options(std::string_view options) {
   return s;
 }
 
-double mean_block_query_similarity(const AttentionCall& call, int64_t head,
-                                   const TokenLayout& layout) {
-  const int64_t d = call.head_dim;
-  std::vector<double> sum(static_cast<size_t>(d));
+namespace {
+
+// Unit-normalized queries of one head: [tokens, head_dim] (zero rows stay zero).
+std::vector<float> unit_queries(const AttentionCall& call, int64_t head) {
+  const int64_t n = call.grid.tokens(), d = call.head_dim;
+  std::vector<float> u(static_cast<size_t>(n * d));
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < n; ++t) {
+    const float* q = call.q + t * call.stride + head * d;
+    float lanes[16] = {};  // independent partial sums so the compiler vectorizes
+    int64_t c = 0;
+    for (; c + 16 <= d; c += 16)
+      for (int l = 0; l < 16; ++l) lanes[l] += q[c + l] * q[c + l];
+    float norm = 0;
+    for (const float v : lanes) norm += v;
+    for (; c < d; ++c) norm += q[c] * q[c];
+    const float inv = norm > 0 ? 1.0f / std::sqrt(norm) : 0.0f;
+    for (int64_t c = 0; c < d; ++c) u[static_cast<size_t>(t * d + c)] = q[c] * inv;
+  }
+  return u;
+}
+
+double block_similarity(const std::vector<float>& unit, int64_t d, const TokenLayout& layout) {
+  const int64_t nb = layout.blocks.blocks();
   double total = 0;
   int64_t counted = 0;
-  for (int64_t b = 0; b < layout.blocks.blocks(); ++b) {
+#pragma omp parallel for schedule(static) reduction(+ : total, counted)
+  for (int64_t b = 0; b < nb; ++b) {
     const int64_t m = layout.blocks.size(b);
     if (m < 2) continue;
     // Mean pairwise cosine = (|sum of unit vectors|^2 - m) / (m (m - 1)).
-    std::fill(sum.begin(), sum.end(), 0.0);
+    std::vector<float> sum(static_cast<size_t>(d), 0.0f);
     for (int64_t p = layout.blocks.begin(b); p < layout.blocks.begin(b) + m; ++p) {
-      const float* q = call.q + layout.original(p) * call.stride + head * d;
-      double norm = 0;
-      for (int64_t c = 0; c < d; ++c) norm += static_cast<double>(q[c]) * q[c];
-      const double inv = norm > 0 ? 1.0 / std::sqrt(norm) : 0.0;
-      for (int64_t c = 0; c < d; ++c) sum[static_cast<size_t>(c)] += q[c] * inv;
+      const float* u = &unit[static_cast<size_t>(layout.original(p) * d)];
+      for (int64_t c = 0; c < d; ++c) sum[static_cast<size_t>(c)] += u[c];
     }
-    const double s2 = std::inner_product(sum.begin(), sum.end(), sum.begin(), 0.0);
+    double s2 = 0;
+    for (const float v : sum) s2 += static_cast<double>(v) * v;
     total += (s2 - static_cast<double>(m)) / static_cast<double>(m * (m - 1));
     ++counted;
   }
   return counted ? total / static_cast<double>(counted) : 0.0;
 }
 
+}  // namespace
+
+double mean_block_query_similarity(const AttentionCall& call, int64_t head,
+                                   const TokenLayout& layout) {
+  return block_similarity(unit_queries(call, head), call.head_dim, layout);
+}
+
 std::vector<double> spade_block_estimate(const AttentionCall& call, int64_t head,
                                          const TokenLayout& layout) {
   const int64_t d = call.head_dim, nb = layout.blocks.blocks();
   const auto ud = static_cast<size_t>(d);
-  // Block summaries: mean query, per-channel key max and min. [blocks, head_dim] each.
-  std::vector<float> qmean(static_cast<size_t>(nb) * ud, 0.0f), kmax(qmean.size()),
-      kmin(qmean.size());
+  // max(q c_hi, q c_lo) = max(q, 0) c_hi + min(q, 0) c_lo, so the bound is one GEMM:
+  // [q+ | q-] [q_blocks, 2 d] . [k_max | k_min] [k_blocks, 2 d]^T.
+  std::vector<float> qs(static_cast<size_t>(nb) * 2 * ud), ks(qs.size());
+#pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < nb; ++b) {
-    float* qm = &qmean[static_cast<size_t>(b) * ud];
-    float* hi = &kmax[static_cast<size_t>(b) * ud];
-    float* lo = &kmin[static_cast<size_t>(b) * ud];
-    std::fill(hi, hi + d, -INFINITY);
-    std::fill(lo, lo + d, INFINITY);
+    std::vector<float> qm(ud, 0.0f), hi(ud, -INFINITY), lo(ud, INFINITY);
     const int64_t m = layout.blocks.size(b);
     for (int64_t p = layout.blocks.begin(b); p < layout.blocks.begin(b) + m; ++p) {
       const int64_t t = layout.original(p);
       const float* q = call.q + t * call.stride + head * d;
       const float* k = call.k + t * call.stride + head * d;
-      for (int64_t c = 0; c < d; ++c) {
+      for (size_t c = 0; c < ud; ++c) {
         qm[c] += q[c];
         hi[c] = std::max(hi[c], k[c]);
         lo[c] = std::min(lo[c], k[c]);
       }
     }
-    for (int64_t c = 0; c < d; ++c) qm[c] /= static_cast<float>(m);
-  }
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  std::vector<double> est(static_cast<size_t>(nb * nb));
-  for (int64_t qb = 0; qb < nb; ++qb) {
-    const float* qm = &qmean[static_cast<size_t>(qb) * ud];
-    double* row = &est[static_cast<size_t>(qb * nb)];
-    double mx = -INFINITY;
-    for (int64_t kb = 0; kb < nb; ++kb) {
-      const float* hi = &kmax[static_cast<size_t>(kb) * ud];
-      const float* lo = &kmin[static_cast<size_t>(kb) * ud];
-      double s = 0;
-      for (int64_t c = 0; c < d; ++c) s += std::max(qm[c] * hi[c], qm[c] * lo[c]);
-      row[kb] = s * scale;
-      mx = std::max(mx, row[kb]);
+    float* qrow = &qs[static_cast<size_t>(b) * 2 * ud];
+    float* krow = &ks[static_cast<size_t>(b) * 2 * ud];
+    for (size_t c = 0; c < ud; ++c) {
+      const float v = qm[c] / static_cast<float>(m);
+      qrow[c] = std::max(v, 0.0f);
+      qrow[ud + c] = std::min(v, 0.0f);
+      krow[c] = hi[c];
+      krow[ud + c] = lo[c];
     }
+  }
+  std::vector<float> score(static_cast<size_t>(nb * nb));
+  gemm_abt(qs.data(), nb, ks.data(), nb, 2 * d, score.data());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  std::vector<double> est(static_cast<size_t>(nb * nb));
+#pragma omp parallel for schedule(static)
+  for (int64_t qb = 0; qb < nb; ++qb) {
+    const float* s = &score[static_cast<size_t>(qb * nb)];
+    double* row = &est[static_cast<size_t>(qb * nb)];
+    std::vector<float> e(static_cast<size_t>(nb));
+    float mx = -INFINITY;
+    for (int64_t kb = 0; kb < nb; ++kb) mx = std::max(mx, s[kb] * scale);
+    for (int64_t kb = 0; kb < nb; ++kb) e[static_cast<size_t>(kb)] = s[kb] * scale - mx;
+    exp_f32(e.data(), e.data(), nb);
     double z = 0;
     for (int64_t kb = 0; kb < nb; ++kb) {
-      row[kb] = static_cast<double>(layout.blocks.size(kb)) * std::exp(row[kb] - mx);
+      row[kb] = static_cast<double>(layout.blocks.size(kb)) * e[static_cast<size_t>(kb)];
       z += row[kb];
     }
     for (int64_t kb = 0; kb < nb; ++kb) row[kb] /= z;
@@ -152,8 +184,9 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
   similarity_.assign(static_cast<size_t>(call.heads), std::vector<double>(shapes));
   for (int64_t h = 0; h < call.heads; ++h) {
     auto& sim = similarity_[static_cast<size_t>(h)];
+    const std::vector<float> unit = unit_queries(call, h);
     for (size_t s = 0; s < shapes; ++s)
-      sim[s] = mean_block_query_similarity(call, h, layout_for(call.grid, s));
+      sim[s] = block_similarity(unit, call.head_dim, layout_for(call.grid, s));
     // First best wins ties, so the candidate order is the preference order.
     shape_of_[static_cast<size_t>(h)] =
         static_cast<int>(std::max_element(sim.begin(), sim.end()) - sim.begin());
@@ -167,27 +200,60 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
     g.layout = layout_for(call.grid, s);
     const int64_t nb = g.layout.blocks.blocks();
     g.mask = BlockMask(static_cast<int64_t>(g.heads.size()), nb, nb);
-    std::vector<int32_t> order(static_cast<size_t>(nb));
+    std::vector<uint8_t> keep(static_cast<size_t>(nb * nb));
     for (size_t i = 0; i < g.heads.size(); ++i) {
-      const auto mi = static_cast<int64_t>(i);
       const auto est = spade_block_estimate(call, g.heads[i], g.layout);
+      std::fill(keep.begin(), keep.end(), 0);
+#pragma omp parallel for schedule(dynamic, 16)
       for (int64_t qb = 0; qb < nb; ++qb) {
         const double* row = &est[static_cast<size_t>(qb * nb)];
-        std::iota(order.begin(), order.end(), 0);
+        uint8_t* k = &keep[static_cast<size_t>(qb * nb)];
         // Descending estimate; equal estimates by block index so the choice is deterministic.
-        std::stable_sort(order.begin(), order.end(),
-                         [&](int32_t a, int32_t b) { return row[a] > row[b]; });
-        double kept = 0;
-        for (int64_t r = 0; r < nb; ++r) {
-          const bool more = opt_.topk > 0 ? r < opt_.topk : kept < p;
-          if (!more) break;
-          g.mask.set(mi, qb, order[static_cast<size_t>(r)], TileClass::kFull);
-          kept += row[order[static_cast<size_t>(r)]];
+        std::vector<std::pair<double, int32_t>> order(static_cast<size_t>(nb));
+        for (int64_t kb = 0; kb < nb; ++kb)
+          order[static_cast<size_t>(kb)] = {row[kb], static_cast<int32_t>(kb)};
+        const auto before = [](const std::pair<double, int32_t>& a,
+                               const std::pair<double, int32_t>& b) {
+          return a.first > b.first || (a.first == b.first && a.second < b.second);
+        };
+        if (opt_.topk > 0) {
+          const auto k_end = order.begin() + std::min<int64_t>(opt_.topk, nb);
+          std::partial_sort(order.begin(), k_end, order.end(), before);
+          for (auto it = order.begin(); it != k_end; ++it) k[it->second] = 1;
+        } else {
+          // The shortest prefix of the descending order whose mass reaches p, found by
+          // halving with nth_element (linear on average) instead of sorting the whole row.
+          int64_t lo = 0, hi = nb;
+          double kept = 0;
+          while (lo < hi && kept < p) {
+            if (hi - lo <= 32) {
+              std::sort(order.begin() + lo, order.begin() + hi, before);
+              for (int64_t r = lo; r < hi && kept < p; ++r) {
+                k[order[static_cast<size_t>(r)].second] = 1;
+                kept += order[static_cast<size_t>(r)].first;
+              }
+              break;
+            }
+            const int64_t mid = lo + (hi - lo) / 2;
+            std::nth_element(order.begin() + lo, order.begin() + mid, order.begin() + hi, before);
+            double left = 0;
+            for (int64_t r = lo; r < mid; ++r) left += order[static_cast<size_t>(r)].first;
+            if (kept + left >= p) {
+              hi = mid;
+            } else {
+              for (int64_t r = lo; r < mid; ++r) k[order[static_cast<size_t>(r)].second] = 1;
+              kept += left;
+              lo = mid;
+            }
+          }
         }
-        for (int64_t kb = 0; kb < std::min(opt_.sink, nb); ++kb)
-          g.mask.set(mi, qb, kb, TileClass::kFull);
-        g.mask.set(mi, qb, qb, TileClass::kFull);
+        for (int64_t kb = 0; kb < std::min(opt_.sink, nb); ++kb) k[kb] = 1;
+        k[qb] = 1;
       }
+      for (int64_t qb = 0; qb < nb; ++qb)
+        for (int64_t kb = 0; kb < nb; ++kb)
+          if (keep[static_cast<size_t>(qb * nb + kb)])
+            g.mask.set(static_cast<int64_t>(i), qb, kb, TileClass::kFull);
     }
     g.mask.build_rows();
     plan.groups.push_back(std::move(g));

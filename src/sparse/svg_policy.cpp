@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "sparse/estimator_math.h"
 #include "sparse/policies.h"
 #include "sparse/policy_options.h"
 
@@ -159,26 +160,35 @@ AttentionPlan SvgPolicy::plan(const AttentionCall& call) {
   // dropped mass bounds the output error (|o_mask - o| <= 2 * dropped * max |v|).
   errors_.assign(static_cast<size_t>(call.heads), {0.0, 0.0});
   kinds_.assign(static_cast<size_t>(call.heads), 0);
-  std::vector<float> probs(static_cast<size_t>(n));
+  const int64_t block = opt_.block;  // uniform partitions: block index = position / block
+  std::vector<float> probs;          // [rows, tokens]
+  const auto nr = static_cast<int64_t>(rows.size());
+  std::vector<double> lost(static_cast<size_t>(nr * 2));
   for (int64_t h = 0; h < call.heads; ++h) {
-    for (const int64_t r : rows) {
-      dense_attention_row(call, h, r, probs.data());
-      for (int kind = 0; kind < 2; ++kind) {
-        const auto& pos = m.position[kind];
-        const auto& blocks = m.layout[kind].blocks;
-        const int64_t block = opt_.block;  // uniform partitions: block index = position / block
-        VIDAX_CHECK(blocks.blocks() == (n + block - 1) / block);
-        const auto row = m.band[kind].mask.row(0, pos[static_cast<size_t>(r)] / block);
-        double kept = 0;
-        for (const int32_t kb : row.key_blocks)
-          for (int64_t p = blocks.begin(kb); p < blocks.begin(kb) + blocks.size(kb); ++p)
-            kept += probs[static_cast<size_t>(m.layout[kind].original(p))];
-        errors_[static_cast<size_t>(h)][static_cast<size_t>(kind)] += 1.0 - kept;
+    sampled_attention_rows(call, h, rows, probs);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t i = 0; i < nr * 2; ++i) {
+      const int64_t r = rows[static_cast<size_t>(i / 2)];
+      const int kind = static_cast<int>(i % 2);
+      const float* p = &probs[static_cast<size_t>((i / 2) * n)];
+      const auto& layout = m.layout[kind];
+      const auto row = m.band[kind].mask.row(0, m.position[kind][static_cast<size_t>(r)] / block);
+      double kept = 0;
+      for (const int32_t kb : row.key_blocks) {
+        const int64_t b0 = layout.blocks.begin(kb), b1 = b0 + layout.blocks.size(kb);
+        if (layout.identity()) {
+          for (int64_t q = b0; q < b1; ++q) kept += p[q];
+        } else {
+          for (int64_t q = b0; q < b1; ++q) kept += p[layout.perm[static_cast<size_t>(q)]];
+        }
       }
+      lost[static_cast<size_t>(i)] = 1.0 - kept;
     }
     auto& e = errors_[static_cast<size_t>(h)];
-    e[0] /= static_cast<double>(rows.size());
-    e[1] /= static_cast<double>(rows.size());
+    for (int64_t i = 0; i < nr * 2; ++i)
+      e[static_cast<size_t>(i % 2)] += lost[static_cast<size_t>(i)];
+    e[0] /= static_cast<double>(nr);
+    e[1] /= static_cast<double>(nr);
     kinds_[static_cast<size_t>(h)] = e[1] < e[0] ? 1 : 0;  // ties go spatial, as argmin does
   }
   for (int kind = 0; kind < 2; ++kind) {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "sparse/estimator_math.h"
 #include "sparse/policy_options.h"
 
 namespace vidax::sparse {
@@ -180,18 +181,23 @@ void WestAccumulator::add(const AttentionCall& call) {
       rows.push_back(static_cast<int64_t>(state % static_cast<uint64_t>(n)));
     }
   }
-  std::vector<float> probs(static_cast<size_t>(n));
-  std::vector<double> acc(static_cast<size_t>(c));
+  std::vector<float> probs;  // [rows, tokens]
+  const auto nr = static_cast<int64_t>(rows.size());
   for (int64_t h = 0; h < call.heads; ++h) {
     const int64_t base = call.layer * heads_ + h;
-    for (const int64_t r : rows) {
-      dense_attention_row(call, h, r, probs.data());
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t t = 0; t < n; ++t)
-        acc[static_cast<size_t>(cell[static_cast<size_t>(t)])] += probs[static_cast<size_t>(t)];
-      const int64_t qc = cell[static_cast<size_t>(r)];
+    sampled_attention_rows(call, h, rows, probs);
+    // Per row its mass per key cell, then summed by query cell (rows may share a cell).
+    std::vector<double> acc(static_cast<size_t>(nr * c), 0.0);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < nr; ++i) {
+      const float* p = &probs[static_cast<size_t>(i * n)];
+      double* a = &acc[static_cast<size_t>(i * c)];
+      for (int64_t t = 0; t < n; ++t) a[cell[static_cast<size_t>(t)]] += p[t];
+    }
+    for (int64_t i = 0; i < nr; ++i) {
+      const int64_t qc = cell[static_cast<size_t>(rows[static_cast<size_t>(i)])];
       double* dst = &sum_[static_cast<size_t>((base * c + qc) * c)];
-      for (int64_t j = 0; j < c; ++j) dst[j] += acc[static_cast<size_t>(j)];
+      for (int64_t j = 0; j < c; ++j) dst[j] += acc[static_cast<size_t>(i * c + j)];
       ++count_[static_cast<size_t>(base * c + qc)];
     }
   }
