@@ -61,7 +61,10 @@ class WestPolicy final : public AttentionPolicy {
 
 class WestRecorder final : public AttentionPolicy {
  public:
-  WestRecorder(std::array<int64_t, 3> cells, int64_t samples, uint64_t seed)
+  // Defaults: a 4x4x4 cell grid, 64 sampled query rows per (call, head) as Sparse VideoGen's
+  // routing samples.
+  explicit WestRecorder(std::array<int64_t, 3> cells = {4, 4, 4}, int64_t samples = 64,
+                        uint64_t seed = 0)
       : acc_(cells, samples, seed) {}
   std::string name() const override { return "west-record"; }
   AttentionPlan plan(const AttentionCall& call) override;
