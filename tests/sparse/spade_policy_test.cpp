@@ -220,3 +220,17 @@ TEST(SpadePolicy, OptionErrorsNameTheKey) {
 
 }  // namespace
 }  // namespace vidax::sparse
+
+namespace vidax::sparse {
+namespace {
+
+TEST(SpadePolicy, CanonicalNameParsesBack) {
+  for (const char* opts : {"", "topk=3,sink=2", "topp=0.8,topp_early=0.95,early=0.2"}) {
+    const std::string name = make_spade_policy(opts)->name();
+    ASSERT_EQ(name.rfind("spade:", 0), 0u);
+    EXPECT_EQ(make_spade_policy(name.substr(6))->name(), name) << opts;
+  }
+}
+
+}  // namespace
+}  // namespace vidax::sparse

@@ -219,3 +219,31 @@ TEST(SvgPolicy, OptionErrorsNameTheKey) {
 
 }  // namespace
 }  // namespace vidax::sparse
+
+namespace vidax::sparse {
+namespace {
+
+// One frame: both orders coincide, so every head routes spatial (ties go spatial) and the
+// anchor is the whole frame (dense).
+TEST(SvgPolicy, SingleFrameGridIsAnchoredDense) {
+  testing::CallData d(TokenGrid{1, 6, 5}, 2, 8);
+  d.randomize(8);
+  SvgPolicy p(parse_svg_options("block=4,warmup=0,warmup_layers=0"));
+  const auto plan = p.plan(d.call);
+  ASSERT_TRUE(testing::plan_is_well_formed(plan, 2));
+  EXPECT_EQ(p.last_kinds(), (std::vector<int>{0, 0}));
+  for (int64_t h = 0; h < 2; ++h) {
+    const auto keep = testing::expand_head(plan, h, 30);
+    for (const uint8_t v : keep) EXPECT_EQ(v, 1);
+  }
+}
+
+TEST(SvgPolicy, CanonicalNameParsesBack) {
+  const auto p = make_svg_policy("seed=3,block=64,density=0.2");
+  const std::string name = p->name();
+  ASSERT_EQ(name.rfind("svg:", 0), 0u);
+  EXPECT_EQ(make_svg_policy(name.substr(4))->name(), name);
+}
+
+}  // namespace
+}  // namespace vidax::sparse

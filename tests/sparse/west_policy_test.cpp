@@ -279,3 +279,19 @@ TEST(WestPolicy, OptionsAndFactoryErrors) {
 
 }  // namespace
 }  // namespace vidax::sparse
+
+namespace vidax::sparse {
+namespace {
+
+TEST(WestPolicy, CanonicalNameParsesBack) {
+  vidax::testing::TempDir dir;
+  write_west_prior(dir.file("p.west"), random_prior(1, 1, {1, 2, 2}, 3));
+  for (const std::string& opts : {std::string(""), std::string(":density=0.25,block=1x4x4")}) {
+    const std::string name = make_west_policy(dir.file("p.west") + opts)->name();
+    ASSERT_EQ(name.rfind("west:", 0), 0u);
+    EXPECT_EQ(make_west_policy(name.substr(5))->name(), name);
+  }
+}
+
+}  // namespace
+}  // namespace vidax::sparse
