@@ -27,6 +27,7 @@ SpadeOptions parse_spade_options(std::string_view options) {
   s.topk = o.integer("topk", s.topk, 0, 1 << 24);
   s.dense_layers = o.integer("dense_layers", s.dense_layers, 0, 1 << 16);
   s.sink = o.integer("sink", s.sink, 0, 1 << 24);
+  s.shape_every = o.integer("shape_every", s.shape_every, 1, 1 << 20);
   o.finish();
   return s;
 }
@@ -151,6 +152,7 @@ std::string SpadePolicy::name() const {
   if (opt_.early > 0 && opt_.topp_early > 0)
     s << ",topp_early=" << opt_.topp_early << ",early=" << opt_.early;
   s << ",dense_layers=" << opt_.dense_layers << ",sink=" << opt_.sink;
+  if (opt_.shape_every > 1) s << ",shape_every=" << opt_.shape_every;
   return s.str();
 }
 
@@ -180,16 +182,29 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
     return plan;
   }
   const size_t shapes = opt_.shapes.size();
-  shape_of_.assign(static_cast<size_t>(call.heads), 0);
-  similarity_.assign(static_cast<size_t>(call.heads), std::vector<double>(shapes));
-  for (int64_t h = 0; h < call.heads; ++h) {
-    auto& sim = similarity_[static_cast<size_t>(h)];
-    const std::vector<float> unit = unit_queries(call, h);
-    for (size_t s = 0; s < shapes; ++s)
-      sim[s] = block_similarity(unit, call.head_dim, layout_for(call.grid, s));
-    // First best wins ties, so the candidate order is the preference order.
-    shape_of_[static_cast<size_t>(h)] =
-        static_cast<int>(std::max_element(sim.begin(), sim.end()) - sim.begin());
+  // Reuse the shapes chosen at an earlier step of the same (layer, branch, grid) within
+  // shape_every steps.
+  const std::array<int64_t, 5> key{call.layer, call.cfg_branch, call.grid.frames, call.grid.height,
+                                   call.grid.width};
+  const auto cached = choices_.find(key);
+  reshaped_ = cached == choices_.end() || call.step < cached->second.step ||
+              call.step - cached->second.step >= opt_.shape_every ||
+              static_cast<int64_t>(cached->second.shapes.size()) != call.heads;
+  if (!reshaped_) {
+    shape_of_ = cached->second.shapes;
+  } else {
+    shape_of_.assign(static_cast<size_t>(call.heads), 0);
+    similarity_.assign(static_cast<size_t>(call.heads), std::vector<double>(shapes));
+    for (int64_t h = 0; h < call.heads; ++h) {
+      auto& sim = similarity_[static_cast<size_t>(h)];
+      const std::vector<float> unit = unit_queries(call, h);
+      for (size_t s = 0; s < shapes; ++s)
+        sim[s] = block_similarity(unit, call.head_dim, layout_for(call.grid, s));
+      // First best wins ties, so the candidate order is the preference order.
+      shape_of_[static_cast<size_t>(h)] =
+          static_cast<int>(std::max_element(sim.begin(), sim.end()) - sim.begin());
+    }
+    choices_[key] = Choice{call.step, shape_of_};
   }
   const double p = topp_for(call);
   for (size_t s = 0; s < shapes; ++s) {

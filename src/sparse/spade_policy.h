@@ -11,6 +11,7 @@
 // One SpadePolicy serves one generation on one thread (it caches layouts per grid).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -30,6 +31,7 @@ struct SpadeOptions {
   int64_t topk = 0;          // > 0: keep this many key blocks per row instead of top-p
   int64_t dense_layers = 1;  // leading layers run dense
   int64_t sink = 1;          // leading key blocks every query block keeps
+  int64_t shape_every = 1;   // choose shapes once per this many steps per (layer, branch)
   std::vector<BlockShape> shapes = default_shapes();
 
   static std::vector<BlockShape> default_shapes();
@@ -58,13 +60,21 @@ class SpadePolicy final : public AttentionPolicy {
   // Per head of the last sparse call: index into options().shapes and its similarity score.
   const std::vector<int>& last_shapes() const { return shape_of_; }
   const std::vector<std::vector<double>>& last_similarity() const { return similarity_; }
+  // Whether the last sparse call chose shapes (false: it reused an earlier step's).
+  bool last_reshaped() const { return reshaped_; }
   const SpadeOptions& options() const { return opt_; }
   const TokenLayout& layout_for(const TokenGrid& grid, size_t shape);
 
  private:
   SpadeOptions opt_;
   std::map<std::array<int64_t, 3>, std::vector<std::unique_ptr<TokenLayout>>> cache_;
+  struct Choice {
+    int64_t step = 0;
+    std::vector<int> shapes;
+  };
+  std::map<std::array<int64_t, 5>, Choice> choices_;  // (layer, branch, F, H, W)
   std::vector<int> shape_of_;
+  bool reshaped_ = false;
   std::vector<std::vector<double>> similarity_;
 };
 

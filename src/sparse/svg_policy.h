@@ -34,6 +34,9 @@ struct SvgOptions {
   int64_t samples = 64;          // sampled query rows per call for the routing
   int64_t block = 128;           // tile (block) size in tokens
   uint64_t seed = 0;             // sampling seed (mixed with layer, step, CFG branch)
+  // Route once per this many steps per (layer, CFG branch) and reuse the head kinds in between
+  // (1: every call, as the reference).
+  int64_t route_every = 1;
 };
 SvgOptions parse_svg_options(std::string_view options);
 
@@ -69,6 +72,8 @@ class SvgPolicy final : public AttentionPolicy {
   // under the spatial [0] and temporal [1] masks (mean over rows); kind[h] 0 spatial, 1 temporal.
   const std::vector<std::array<double, 2>>& last_errors() const { return errors_; }
   const std::vector<int>& last_kinds() const { return kinds_; }
+  // Whether the last non-warm-up call routed (false: it reused an earlier step's kinds).
+  bool last_routed() const { return routed_; }
 
   struct Masks {  // per grid: both layouts and their one-head band masks
     TokenLayout layout[2];
@@ -80,8 +85,16 @@ class SvgPolicy final : public AttentionPolicy {
  private:
   SvgOptions opt_;
   std::map<std::array<int64_t, 3>, std::unique_ptr<Masks>> cache_;
+  AttentionPlan grouped_plan(const Masks& m, int64_t heads) const;
+
+  struct Route {
+    int64_t step = 0;
+    std::vector<int> kinds;
+  };
+  std::map<std::array<int64_t, 5>, Route> routes_;  // (layer, branch, F, H, W)
   std::vector<std::array<double, 2>> errors_;
   std::vector<int> kinds_;
+  bool routed_ = false;
 };
 
 }  // namespace vidax::sparse

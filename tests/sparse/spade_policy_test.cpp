@@ -234,3 +234,43 @@ TEST(SpadePolicy, CanonicalNameParsesBack) {
 
 }  // namespace
 }  // namespace vidax::sparse
+
+namespace vidax::sparse {
+namespace {
+
+TEST(SpadePolicy, ShapeEveryReusesTheShapesBetweenChoices) {
+  const TokenGrid g{4, 4, 8};
+  CallData d(g, 1, 8);
+  SpadeOptions o;
+  o.shapes = {{1, 2, 8}, {4, 1, 2}};
+  o.shape_every = 2;
+  SpadePolicy p(o);
+  d.call.layer = 1;
+  d.call.steps = 10;
+  // Queries constant over (frame, row pair): shape (1,2,8) holds identical queries.
+  auto fill = [&](bool temporal) {
+    for (int64_t t = 0; t < g.tokens(); ++t) {
+      const int64_t f = t / 32, y = (t / 8) % 4, x = t % 8;
+      std::fill_n(d.qrow(t, 0), 8, 0.0f);
+      d.qrow(t, 0)[temporal ? (y * 4 + x / 2) % 8 : (f * 2 + y / 2) % 8] = 1.0f;
+      d.qrow(t, 0)[temporal ? 0 : 1] += temporal ? static_cast<float>(y) : static_cast<float>(f);
+    }
+  };
+  fill(false);
+  d.call.step = 0;
+  p.plan(d.call);
+  EXPECT_TRUE(p.last_reshaped());
+  EXPECT_EQ(p.last_shapes()[0], 0);
+  fill(true);
+  d.call.step = 1;
+  p.plan(d.call);
+  EXPECT_FALSE(p.last_reshaped());
+  EXPECT_EQ(p.last_shapes()[0], 0);
+  d.call.step = 2;
+  p.plan(d.call);
+  EXPECT_TRUE(p.last_reshaped());
+  EXPECT_EQ(p.last_shapes()[0], 1);
+}
+
+}  // namespace
+}  // namespace vidax::sparse

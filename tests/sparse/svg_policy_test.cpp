@@ -247,3 +247,50 @@ TEST(SvgPolicy, CanonicalNameParsesBack) {
 
 }  // namespace
 }  // namespace vidax::sparse
+
+namespace vidax::sparse {
+namespace {
+
+// route_every=3: the kinds of step 0 hold for steps 1 and 2 even when the heads change
+// behaviour, step 3 routes again.
+TEST(SvgPolicy, RouteEveryReusesTheKindsBetweenRoutings) {
+  const TokenGrid g{8, 4, 4};
+  testing::CallData d(g, 2, 16);
+  auto make_heads = [&](bool swapped) {
+    std::fill(d.q.begin(), d.q.end(), 0.0f);
+    std::fill(d.k.begin(), d.k.end(), 0.0f);
+    for (int64_t t = 0; t < g.tokens(); ++t) {
+      const int64_t f = t / 16, s = t % 16;
+      const int64_t temporal_head = swapped ? 1 : 0, spatial_head = 1 - temporal_head;
+      d.qrow(t, temporal_head)[s] = d.krow(t, temporal_head)[s] = 8.0f;
+      d.qrow(t, spatial_head)[f] = d.krow(t, spatial_head)[f] = 8.0f;
+    }
+  };
+  SvgPolicy p(parse_svg_options("density=0.3,block=8,warmup=0,warmup_layers=0,route_every=3"));
+  d.call.steps = 10;
+  make_heads(false);
+  d.call.step = 0;
+  p.plan(d.call);
+  EXPECT_TRUE(p.last_routed());
+  EXPECT_EQ(p.last_kinds(), (std::vector<int>{1, 0}));
+  make_heads(true);
+  for (const int64_t step : {1, 2}) {
+    d.call.step = step;
+    const auto plan = p.plan(d.call);
+    EXPECT_FALSE(p.last_routed());
+    EXPECT_EQ(p.last_kinds(), (std::vector<int>{1, 0}));
+    EXPECT_TRUE(testing::plan_is_well_formed(plan, 2));
+  }
+  d.call.cfg_branch = 1;  // the other branch has its own routing
+  p.plan(d.call);
+  EXPECT_TRUE(p.last_routed());
+  EXPECT_EQ(p.last_kinds(), (std::vector<int>{0, 1}));
+  d.call.cfg_branch = 0;
+  d.call.step = 3;
+  p.plan(d.call);
+  EXPECT_TRUE(p.last_routed());
+  EXPECT_EQ(p.last_kinds(), (std::vector<int>{0, 1}));
+}
+
+}  // namespace
+}  // namespace vidax::sparse
