@@ -187,7 +187,8 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
   const std::array<int64_t, 5> key{call.layer, call.cfg_branch, call.grid.frames, call.grid.height,
                                    call.grid.width};
   const auto cached = choices_.find(key);
-  reshaped_ = cached == choices_.end() || call.step < cached->second.step ||
+  reshaped_ = opt_.shape_every == 1 || cached == choices_.end() ||
+              call.step < cached->second.step ||
               call.step - cached->second.step >= opt_.shape_every ||
               static_cast<int64_t>(cached->second.shapes.size()) != call.heads;
   if (!reshaped_) {

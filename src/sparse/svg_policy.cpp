@@ -160,7 +160,7 @@ AttentionPlan SvgPolicy::plan(const AttentionCall& call) {
   const std::array<int64_t, 5> route_key{call.layer, call.cfg_branch, call.grid.frames,
                                          call.grid.height, call.grid.width};
   auto cached = routes_.find(route_key);
-  routed_ = cached == routes_.end() || call.step < cached->second.step ||
+  routed_ = opt_.route_every == 1 || cached == routes_.end() || call.step < cached->second.step ||
             call.step - cached->second.step >= opt_.route_every ||
             static_cast<int64_t>(cached->second.kinds.size()) != call.heads;
   if (!routed_) {

@@ -164,6 +164,8 @@ TEST(SvgPolicy, RoutingPicksTheMaskThatLosesLessMass) {
   SvgPolicy p(parse_svg_options("density=0.3,block=8,warmup=0,warmup_layers=0"));
   const auto plan = p.plan(d.call);
   ASSERT_TRUE(testing::plan_is_well_formed(plan, 2));
+  p.plan(d.call);  // the same step again: route_every=1 always routes
+  EXPECT_TRUE(p.last_routed());
   EXPECT_EQ(p.last_kinds()[0], 1);
   EXPECT_EQ(p.last_kinds()[1], 0);
   EXPECT_LT(p.last_errors()[0][1], p.last_errors()[0][0]);
