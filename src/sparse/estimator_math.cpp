@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <span>
 
 #include "core/tensor.h"
@@ -26,38 +27,46 @@ void sampled_attention_rows(const AttentionCall& call, int64_t head,
   const auto ud = static_cast<size_t>(d);
   // [rows, head_dim] sampled queries (pre-scaled) and [tokens, head_dim] keys of this head.
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  std::vector<float> q(static_cast<size_t>(r) * ud), k(static_cast<size_t>(n) * ud);
+  std::vector<float> q(static_cast<size_t>(r) * ud);
   for (int64_t i = 0; i < r; ++i)
     for (int64_t c = 0; c < d; ++c)
       q[static_cast<size_t>(i) * ud + static_cast<size_t>(c)] =
           call.q[rows[static_cast<size_t>(i)] * call.stride + head * d + c] * scale;
+  std::unique_ptr<float[]> k(new float[static_cast<size_t>(n) * ud]);
 #pragma omp parallel for schedule(static)
   for (int64_t j = 0; j < n; ++j)
     std::copy_n(call.k + j * call.stride + head * d, d, &k[static_cast<size_t>(j) * ud]);
-  // scores^T [tokens, rows] = K . Q^T, Q the small packed side.
-  std::vector<float> st(static_cast<size_t>(n * r));
-  gemm_abt(k.data(), n, q.data(), r, d, st.data());
-  probs.resize(static_cast<size_t>(r * n));
-  // Transpose in tiles of 64 tokens (a row-by-row gather would stride through all of st).
-  constexpr int64_t kTile = 64;
-#pragma omp parallel for schedule(static)
-  for (int64_t j0 = 0; j0 < n; j0 += kTile) {
-    const int64_t j1 = std::min(n, j0 + kTile);
+  // scores [tokens, rows] = K . Q^T, Q the small packed side.
+  probs.resize(static_cast<size_t>(n * r));
+  float* p = probs.data();
+  gemm_abt(k.get(), n, q.data(), r, d, p);
+  // Softmax down each column: maxima and sums accumulate across rows of r contiguous values.
+  std::vector<float> mx(static_cast<size_t>(r), -std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < r; ++i)
-      for (int64_t j = j0; j < j1; ++j)
-        probs[static_cast<size_t>(i * n + j)] = st[static_cast<size_t>(j * r + i)];
+      mx[static_cast<size_t>(i)] = std::max(mx[static_cast<size_t>(i)], p[j * r + i]);
+  constexpr int64_t kChunk = 512;  // keys per parallel chunk
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(static_cast<size_t>(chunks * r), 0.0);
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t j0 = ch * kChunk, j1 = std::min(n, j0 + kChunk);
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t i = 0; i < r; ++i) p[j * r + i] -= mx[static_cast<size_t>(i)];
+    exp_f32(p + j0 * r, p + j0 * r, (j1 - j0) * r);
+    double* s = &part[static_cast<size_t>(ch * r)];
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t i = 0; i < r; ++i) s[i] += p[j * r + i];
+  }
+  std::vector<float> inv(static_cast<size_t>(r));
+  for (int64_t i = 0; i < r; ++i) {
+    double sum = 0;
+    for (int64_t ch = 0; ch < chunks; ++ch) sum += part[static_cast<size_t>(ch * r + i)];
+    inv[static_cast<size_t>(i)] = static_cast<float>(1.0 / sum);
   }
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < r; ++i) {
-    float* p = &probs[static_cast<size_t>(i * n)];
-    const float mx = *std::max_element(p, p + n);
-    for (int64_t j = 0; j < n; ++j) p[j] -= mx;
-    exp_f32(p, p, n);
-    double sum = 0;
-    for (int64_t j = 0; j < n; ++j) sum += p[j];
-    const auto inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j < n; ++j) p[j] *= inv;
-  }
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < r; ++i) p[j * r + i] *= inv[static_cast<size_t>(i)];
 }
 
 }  // namespace vidax::sparse

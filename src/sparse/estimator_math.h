@@ -13,8 +13,9 @@
 
 namespace vidax::sparse {
 
-// probs[r * tokens + j] = softmax_j(q_rows[r] . k_j / sqrt(d)) for head `head` (frame-major
-// rows and keys). Equal to dense_attention_row (policy_options.h) up to f32 rounding.
+// probs[j * rows.size() + r] = softmax_j(q_rows[r] . k_j / sqrt(d)) for head `head`
+// (frame-major rows and keys), key-major so that every pass over it is contiguous. Equal to
+// dense_attention_row (policy_options.h) up to f32 rounding.
 void sampled_attention_rows(const AttentionCall& call, int64_t head,
                             const std::vector<int64_t>& rows, std::vector<float>& probs);
 

@@ -155,7 +155,6 @@ AttentionPlan SvgPolicy::plan(const AttentionCall& call) {
     return plan;
   }
   const Masks& m = masks_for(call.grid);
-  const int64_t n = call.grid.tokens();
   // Reuse the routing of an earlier step of the same (layer, branch, grid) within route_every.
   const std::array<int64_t, 5> route_key{call.layer, call.cfg_branch, call.grid.frames,
                                          call.grid.height, call.grid.width};
@@ -174,7 +173,7 @@ AttentionPlan SvgPolicy::plan(const AttentionCall& call) {
   errors_.assign(static_cast<size_t>(call.heads), {0.0, 0.0});
   kinds_.assign(static_cast<size_t>(call.heads), 0);
   const int64_t block = opt_.block;  // uniform partitions: block index = position / block
-  std::vector<float> probs;          // [rows, tokens]
+  std::vector<float> probs;          // [tokens, rows]
   const auto nr = static_cast<int64_t>(rows.size());
   std::vector<double> lost(static_cast<size_t>(nr * 2));
   for (int64_t h = 0; h < call.heads; ++h) {
@@ -183,16 +182,16 @@ AttentionPlan SvgPolicy::plan(const AttentionCall& call) {
     for (int64_t i = 0; i < nr * 2; ++i) {
       const int64_t r = rows[static_cast<size_t>(i / 2)];
       const int kind = static_cast<int>(i % 2);
-      const float* p = &probs[static_cast<size_t>((i / 2) * n)];
+      const float* p = &probs[static_cast<size_t>(i / 2)];  // stride nr
       const auto& layout = m.layout[kind];
       const auto row = m.band[kind].mask.row(0, m.position[kind][static_cast<size_t>(r)] / block);
       double kept = 0;
       for (const int32_t kb : row.key_blocks) {
         const int64_t b0 = layout.blocks.begin(kb), b1 = b0 + layout.blocks.size(kb);
         if (layout.identity()) {
-          for (int64_t q = b0; q < b1; ++q) kept += p[q];
+          for (int64_t q = b0; q < b1; ++q) kept += p[q * nr];
         } else {
-          for (int64_t q = b0; q < b1; ++q) kept += p[layout.perm[static_cast<size_t>(q)]];
+          for (int64_t q = b0; q < b1; ++q) kept += p[layout.perm[static_cast<size_t>(q)] * nr];
         }
       }
       lost[static_cast<size_t>(i)] = 1.0 - kept;

@@ -181,18 +181,18 @@ void WestAccumulator::add(const AttentionCall& call) {
       rows.push_back(static_cast<int64_t>(state % static_cast<uint64_t>(n)));
     }
   }
-  std::vector<float> probs;  // [rows, tokens]
+  std::vector<float> probs;  // [tokens, rows]
   const auto nr = static_cast<int64_t>(rows.size());
+  std::vector<double> acc;
   for (int64_t h = 0; h < call.heads; ++h) {
     const int64_t base = call.layer * heads_ + h;
     sampled_attention_rows(call, h, rows, probs);
-    // Per row its mass per key cell, then summed by query cell (rows may share a cell).
-    std::vector<double> acc(static_cast<size_t>(nr * c), 0.0);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < nr; ++i) {
-      const float* p = &probs[static_cast<size_t>(i * n)];
-      double* a = &acc[static_cast<size_t>(i * c)];
-      for (int64_t t = 0; t < n; ++t) a[cell[static_cast<size_t>(t)]] += p[t];
+    // Per sampled row its mass per key cell [rows, cells], then summed by query cell.
+    acc.assign(static_cast<size_t>(nr * c), 0.0);
+    for (int64_t t = 0; t < n; ++t) {
+      const float* p = &probs[static_cast<size_t>(t * nr)];
+      const int64_t kc = cell[static_cast<size_t>(t)];
+      for (int64_t i = 0; i < nr; ++i) acc[static_cast<size_t>(i * c + kc)] += p[i];
     }
     for (int64_t i = 0; i < nr; ++i) {
       const int64_t qc = cell[static_cast<size_t>(rows[static_cast<size_t>(i)])];

@@ -22,8 +22,8 @@ TEST(EstimatorMath, SampledRowsEqualTheScalarDenseRow) {
     for (size_t i = 0; i < rows.size(); ++i) {
       dense_attention_row(d.call, h, rows[i], ref.data());
       for (int64_t j = 0; j < g.tokens(); ++j)
-        ASSERT_NEAR(probs[i * static_cast<size_t>(g.tokens()) + static_cast<size_t>(j)],
-                    ref[static_cast<size_t>(j)], 2e-6)
+        ASSERT_NEAR(probs[static_cast<size_t>(j) * rows.size() + i], ref[static_cast<size_t>(j)],
+                    2e-6)
             << "head " << h << " row " << rows[i] << " key " << j;
     }
   }
