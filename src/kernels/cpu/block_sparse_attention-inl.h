@@ -45,13 +45,16 @@ struct SparseProblem {
       sub_begin.push_back(static_cast<int64_t>(sub_start.size()));
       max_kb = std::max(max_kb, kp.size(b));
     }
-    // Query blocks split into near-equal chunks of at most task_rows rows.
+    // Query blocks split into chunks of task_rows rows, the last one taking a remainder of
+    // less than half a chunk (so no task is a sliver that fills an AMX row group of 32 with a
+    // few rows).
     for (int64_t b = 0; b < qp.blocks(); ++b) {
-      const int64_t n = fa::ceil_div(qp.size(b), task_rows);
-      const int64_t per = fa::ceil_div(qp.size(b), n);
-      for (int64_t r = 0; r < qp.size(b); r += per) {
-        chunks.push_back({b, qp.begin(b) + r, std::min(per, qp.size(b) - r)});
-        max_rows = std::max(max_rows, chunks.back().rows);
+      for (int64_t r = 0; r < qp.size(b);) {
+        int64_t n = std::min(task_rows, qp.size(b) - r);
+        if (qp.size(b) - r - n < task_rows / 2) n = qp.size(b) - r;
+        chunks.push_back({b, qp.begin(b) + r, n});
+        max_rows = std::max(max_rows, n);
+        r += n;
       }
     }
   }
@@ -336,7 +339,11 @@ VIDAX_FA_AMX void TaskSparseAmx(const SparseProblem& sp, const BFloat16* q, floa
   const int64_t groups = fa::ceil_div(rows, kAmxRows);
   LoadQueryBf16(sp.ad, g, q, h, ch.q0, rows, groups * kAmxRows, s.q16());
   StartRows(groups * kAmxRows, s);  // padded rows enter the tiles too: keep them 0
-  std::fill(s.p16(0), s.p16(0) + 2 * s.s_stride, uint16_t{0});
+  // P rows past `rows` are never written by the softmax; zero them in both buffers (the rows
+  // below are written in full, every key column, at each step).
+  for (int64_t copy = 0; copy < 2; ++copy)
+    std::fill(s.p16(copy) + rows * kAmxKeys, s.p16(copy) + groups * kAmxRows * kAmxKeys,
+              uint16_t{0});
   auto add_scores = [&](AmxWork& work, int64_t grp, int64_t t) {
     const SparseStep& st = steps[static_cast<size_t>(t)];
     work.AddScores(s.q16() + grp * kAmxRows * dq, dq, kp_head + st.sub * g.kpairs * kBlockK,
