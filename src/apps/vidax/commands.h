@@ -15,10 +15,11 @@ void register_bench(CLI::App& app);
 void register_generate(CLI::App& app, int argc, char** argv);
 void register_random_model(CLI::App& app);
 void register_demo(CLI::App& app);
-void register_run_t5(CLI::App& run);       // cmd_t5.cpp
-void register_bench_t5(CLI::App& bench);   // cmd_t5.cpp
-void register_run_vae(CLI::App* run);      // cmd_vae.cpp
-void register_bench_vae(CLI::App* bench);  // cmd_vae.cpp
+void register_run_t5(CLI::App& run);             // cmd_t5.cpp
+void register_bench_t5(CLI::App& bench);         // cmd_t5.cpp
+void register_run_vae(CLI::App* run);            // cmd_vae.cpp
+void register_bench_vae(CLI::App* bench);        // cmd_vae.cpp
+void register_bench_attention(CLI::App* bench);  // cmd_bench_attention.cpp
 void register_synth(CLI::App& app);
 
 // "16,5,30,52" -> {16, 5, 30, 52}; `flag` names the option in errors.
