@@ -21,6 +21,7 @@ void register_run_vae(CLI::App* run);            // cmd_vae.cpp
 void register_bench_vae(CLI::App* bench);        // cmd_vae.cpp
 void register_bench_attention(CLI::App* bench);  // cmd_bench_attention.cpp
 void register_synth(CLI::App& app);
+void register_calibrate(CLI::App& app);  // cmd_calibrate.cpp
 
 // "16,5,30,52" -> {16, 5, 30, 52}; `flag` names the option in errors.
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag);
