@@ -36,11 +36,14 @@ Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
     s.t = Tensor::zeros(Shape{1}, DType::kI64);
     s.t.mutable_data<int64_t>()[0] = timesteps[static_cast<size_t>(i)];
     s.seq_len = seq_len;
+    s.step = i;
+    s.steps = scheduler->steps();
     s.context = context;
     Tensor cond = model.forward(s);
     Tensor pred = cond;
     if (context_null.defined()) {
       s.context = context_null;
+      s.cfg_branch = 1;
       Tensor uncond = model.forward(s);
       pred = classifier_free_guidance(cond, uncond, options.guide_scale);
     }

@@ -114,6 +114,8 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   plan.latent = latent_geometry(plan.video, vc.z_dim, vc.temporal_stride(), vc.spatial_stride(),
                                 dc.patch[0], dc.patch[1]);
   plan.seq_len = plan.latent.tokens;  // ceil(...) with one sequence-parallel rank
+  // A bad --attention spec fails here, before any weight is loaded.
+  if (!o.attention_policy) (void)sparse::make_attention_policy(o.attention);
 
   plan.dit_model = dc.kind_name();
   plan.dit_layout = wan::layout_name(dit.layout());
@@ -249,6 +251,8 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
 
   // 2. Denoise from seeded noise, exactly the reference's shape and order.
   const LatentGeometry& g = plan.latent;
+  const std::shared_ptr<sparse::AttentionPolicy> attention =
+      o.attention_policy ? o.attention_policy : sparse::make_attention_policy(o.attention);
   Tensor latent;
   {
     const auto t0 = Clock::now();
@@ -256,6 +260,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
     const auto ck = wan::DitCheckpoint::open(plan.files.dit);
     wan::WanDit dit(ck.config(), ck.loader(), o.precision);
     ck.source().release_resident_pages();
+    dit.set_attention(attention->name() == "dense" ? nullptr : attention);
     const Tensor noise = torch_randn(o.seed, Shape{g.channels, g.frames, g.height, g.width});
     progress.begin_phase("denoise", o.denoise.steps, "step");
     double step_seconds = 0;
@@ -330,6 +335,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
                   {"precision", precision_name(o.precision)},
                   {"vae_precision", precision_name(o.vae_precision)},
                   {"vae_tile", o.vae_tile},
+                  {"attention", attention->name()},
                   {"threads", omp_get_max_threads()},
                   {"plan", plan.to_json()},
                   {"model_sha256", hashes},

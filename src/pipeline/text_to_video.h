@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "pipeline/model_files.h"
 #include "pipeline/progress.h"
 #include "pipeline/video_request.h"
+#include "sparse/attention_policy.h"
 
 namespace vidax {
 
@@ -44,9 +46,10 @@ struct GenerateOptions {
   int crf = -1;          // -1: MP4 at the official quality (crf 10), WebM at the VP9 default
   int64_t vae_tile = 0;  // latent pixels per tile side for VAE decode (0: no tiling)
   bool hash_models = true;
-  // Self-attention method of the DiT. Only "dense" (full attention) exists today; sparse methods
-  // will add names here. plan_generation() rejects any other value with an InputError.
+  // DiT self-attention policy spec (sparse/attention_policy.h, docs/sparse-attention.md).
   std::string attention = "dense";
+  // When set, used instead of `attention` (e.g. a calibration tool's instrumented policy).
+  std::shared_ptr<sparse::AttentionPolicy> attention_policy;
   std::vector<std::string> command_line;  // argv, recorded in the sidecar
   // Sees every chunk of decoded frames ([3, n, H, W] F32, raw) after the writer got it.
   std::function<void(const Tensor& frames)> on_frames;

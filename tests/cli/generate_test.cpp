@@ -254,6 +254,26 @@ TEST(GenerateEndToEnd, DemoRunsAModelFolderAtTheTinyGeometry) {
   expect_error("demo --model " + out.file("nowhere") + " -o " + out.file("x.mp4"), "nowhere");
 }
 
+TEST(GenerateEndToEnd, DemoWithWindowAttentionOnVidaxTiny) {
+  // The shipped vidax-tiny (grid 5 x 16 x 16) with sliding-tile attention, a dense warm-up
+  // schedule and the first-frame sink; the sidecar records the canonical spec.
+  const std::string tiny = std::string(VIDAX_SOURCE_DIR) + "/models/vidax-tiny";
+  if (!fs::exists(tiny + "/config.json")) GTEST_SKIP() << "no " << tiny;
+  TempDir out;
+  const Result r = vidax("demo --model " + tiny +
+                         " --steps 2 --attention 'dense@steps=0;window:3,8,8:tile=1,8,8:sink' -o " +
+                         out.file("w.mp4"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream in(out.file("w.mp4.json"));
+  const json side = json::parse(in);
+  EXPECT_EQ(side["attention"], "dense@steps=0;window:3,8,8:tile=1,8,8:sink");
+  const json probe = ffprobe(out.file("w.mp4"));
+  EXPECT_EQ(probe["streams"][0]["nb_read_frames"], "17");
+  expect_error("demo --model " + tiny + " --attention window:3,8 -o " + out.file("x.mp4"),
+               "--attention window");
+  EXPECT_FALSE(fs::exists(out.file("x.mp4")));
+}
+
 TEST(GenerateEndToEnd, InterruptLeavesNoPartialFile) {
   TempDir out;
   const std::string cmd = std::string(VIDAX_BINARY) + " generate " + model_args("official") +

@@ -173,6 +173,7 @@ void register_bench(CLI::App& app) {
   bench->require_subcommand(1);
   bench->fallthrough();
   register_bench_vae(bench);
+  register_bench_attention(bench);
   {
     auto* cmd = bench->add_subcommand("dit", "Time DiT forward passes at real model shapes");
     auto a = std::make_shared<BenchArgs>();

@@ -50,7 +50,7 @@ std::string find_tiny_model(const std::string& flag) {
 
 void register_demo(CLI::App& app) {
   struct Args {
-    std::string model, prompt = kDemoPrompt, output = "demo.mp4", strip;
+    std::string model, prompt = kDemoPrompt, output = "demo.mp4", strip, attention = "dense";
     int64_t steps = kDemoSteps, seed = 42;
     bool json = false;
   };
@@ -63,9 +63,12 @@ void register_demo(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "noise seed (default 42)");
   cmd->add_option("--strip", a->strip,
                   "also write a PNG strip of every 4th frame (the README's picture)");
+  cmd->add_option("--attention", a->attention,
+                  "self-attention policy (see vidax generate --help; default dense)");
   cmd->add_flag("--json", a->json, "print the result as JSON on stdout");
   cmd->callback([a] {
     GenerateOptions o;
+    o.attention = a->attention;
     o.files = resolve_model_files(find_tiny_model(a->model), {});
     if (a->prompt.empty()) throw_input_error("--prompt: the prompt is empty");
     if (a->steps < 1 || a->steps > 1000)

@@ -20,7 +20,7 @@ struct GenerateArgs {
   std::string model, dit, t5, vae, tokenizer;
   std::string prompt, negative_prompt, size = "832x480", sampler = "unipc", precision = "bf16",
                                        vae_precision;
-  std::string output = "out.mp4";
+  std::string output = "out.mp4", attention = "dense";
   bool negative_given = false, size_given = false, frames_given = false, fps_given = false;
   int64_t frames = 81, steps = 50, seed = -1, vae_tile = 0, crf = -1;
   double shift = 5.0, guide_scale = 5.0, fps = 16;
@@ -68,6 +68,7 @@ GenerateOptions to_options(const GenerateArgs& a) {
   o.vae_tile = a.vae_tile;
   o.crf = static_cast<int>(a.crf);
   o.hash_models = !a.no_hash;
+  o.attention = a.attention;
   return o;
 }
 
@@ -106,6 +107,9 @@ void register_generate(CLI::App& app, int argc, char** argv) {
   cmd->add_option("--vae-tile", a->vae_tile,
                   "decode in spatial tiles of this many latent pixels (default: no tiling)");
   cmd->add_option("-o,--output", a->output, "out.mp4 | out.webm | folder/ of PNG frames");
+  cmd->add_option("--attention", a->attention,
+                  "self-attention policy: dense | window:kt,kh,kw[:tile=bt,bh,bw][:sink], with "
+                  "optional schedules (docs/sparse-attention.md; default dense)");
   cmd->add_flag("--dry-run", a->dry_run, "print the plan and memory estimate, load nothing");
   cmd->add_flag("--progress", a->progress, "progress display even when stderr is not a terminal");
   cmd->add_flag("--no-hash", a->no_hash, "skip the SHA-256 of the model files in the sidecar");

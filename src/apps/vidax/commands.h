@@ -15,11 +15,13 @@ void register_bench(CLI::App& app);
 void register_generate(CLI::App& app, int argc, char** argv);
 void register_random_model(CLI::App& app);
 void register_demo(CLI::App& app);
-void register_run_t5(CLI::App& run);       // cmd_t5.cpp
-void register_bench_t5(CLI::App& bench);   // cmd_t5.cpp
-void register_run_vae(CLI::App* run);      // cmd_vae.cpp
-void register_bench_vae(CLI::App* bench);  // cmd_vae.cpp
+void register_run_t5(CLI::App& run);             // cmd_t5.cpp
+void register_bench_t5(CLI::App& bench);         // cmd_t5.cpp
+void register_run_vae(CLI::App* run);            // cmd_vae.cpp
+void register_bench_vae(CLI::App* bench);        // cmd_vae.cpp
+void register_bench_attention(CLI::App* bench);  // cmd_bench_attention.cpp
 void register_synth(CLI::App& app);
+void register_calibrate(CLI::App& app);  // cmd_calibrate.cpp
 void register_eval(CLI::App& app);  // cmd_eval.cpp
 
 // The shipped vidax-tiny folder: `flag` when set, else $VIDAX_TINY_MODEL, next to the build

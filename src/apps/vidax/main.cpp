@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   vidax::cli::register_demo(app);
   vidax::cli::register_synth(app);
   vidax::cli::register_eval(app);
+  vidax::cli::register_calibrate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

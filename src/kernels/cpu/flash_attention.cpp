@@ -25,9 +25,11 @@
 #include <new>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/cpu/block_sparse_attention.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/flash_attention.h"
 
@@ -546,6 +548,9 @@ void FlashBf16(int kernel, const BFloat16* q, const BFloat16* k, const BFloat16*
 
 int64_t ChosenTarget() { return HWY_TARGET; }
 
+// The block-sparse executor shares this translation unit to reuse the pieces above.
+#include "kernels/cpu/block_sparse_attention-inl.h"
+
 }  // namespace HWY_NAMESPACE
 }  // namespace vidax
 HWY_AFTER_NAMESPACE();
@@ -558,6 +563,17 @@ HWY_EXPORT(FlashBf16);
 HWY_EXPORT(Bf16KernelAvailable);
 HWY_EXPORT(AutoBf16Kernel);
 HWY_EXPORT(ChosenTarget);
+HWY_EXPORT(BlockSparseRun);
+
+namespace detail {
+void block_sparse_dispatch(int kernel, const void* q, const void* k, const void* v, float* out,
+                           const BlockPartition& q_blocks, const BlockPartition& k_blocks,
+                           const BlockMask& mask, const TilePredicate& predicate,
+                           const BlockSparseDims& d) {
+  HWY_DYNAMIC_DISPATCH(BlockSparseRun)
+  (kernel, q, k, v, out, q_blocks, k_blocks, mask, predicate, d);
+}
+}  // namespace detail
 
 void validate_attention_dims(const AttentionDims& d) {
   if (d.q_len < 0) throw_input_error("attention: q_len must be >= 0, got ", d.q_len);

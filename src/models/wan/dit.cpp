@@ -151,6 +151,12 @@ WanDit::WanDit(WanDit&&) noexcept = default;
 WanDit& WanDit::operator=(WanDit&&) noexcept = default;
 
 const DitConfig& WanDit::config() const { return impl_->cfg; }
+
+void WanDit::set_attention(std::shared_ptr<sparse::AttentionPolicy> policy,
+                           sparse::AttentionDiagnostics* diagnostics) {
+  impl_->attention = std::move(policy);
+  impl_->attention_diagnostics = diagnostics;
+}
 Precision WanDit::precision() const { return impl_->precision; }
 
 size_t WanDit::weight_bytes() const {
@@ -247,6 +253,9 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
   }
   DitState st;
   st.capture = capture ? &capture : nullptr;
+  st.step = s.step;
+  st.steps = s.steps;
+  st.cfg_branch = s.cfg_branch;
   st.grid = {s.x.dim(1) / c.patch[0], s.x.dim(2) / c.patch[1], s.x.dim(3) / c.patch[2]};
   const int64_t L = st.grid[0] * st.grid[1] * st.grid[2];
   st.tokens = L;
@@ -296,6 +305,7 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
     }
     if (s.t.numel() == 1) st.runs.front().count = L;
     st.unique_t = static_cast<int64_t>(values.size());
+    st.timestep = values.front();
     std::vector<float> sinus(static_cast<size_t>(c.freq_dim));
     std::vector<float> h(static_cast<size_t>(dim)), act(static_cast<size_t>(dim));
     st.e.resize(static_cast<size_t>(st.unique_t * dim));

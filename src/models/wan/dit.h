@@ -18,6 +18,11 @@
 #include "core/tensor.h"
 #include "models/wan/dit_config.h"
 
+namespace vidax::sparse {
+class AttentionPolicy;
+struct AttentionDiagnostics;
+}  // namespace vidax::sparse
+
 namespace vidax::wan {
 
 enum class Precision { kFP32, kBF16 };
@@ -38,6 +43,9 @@ struct DitSample {
   // the sample's tokens are ignored).
   Tensor t;
   int64_t seq_len = 0;  // the reference's seq_len argument; 0 = number of tokens
+  // Where the call sits in a sampling loop, for attention policies (sparse/attention_policy.h).
+  int64_t step = 0, steps = 1;
+  int cfg_branch = 0;  // 0: conditional, 1: unconditional
 };
 
 // Looks up a weight by official name (dtype as stored; converted as needed).
@@ -53,6 +61,13 @@ class WanDit {
   const DitConfig& config() const;
   Precision precision() const;
   size_t weight_bytes() const;  // bytes held in packed/converted weights
+
+  // Self-attention policy for the following forward calls (sparse/attention_policy.h); null
+  // (the default) or a plan whose groups are all dense runs the dense path unchanged. With
+  // `diagnostics`, every self-attention call also runs dense attention and appends a record
+  // (error vs dense, recall; sparse/sparse_attention.h). Both must outlive the forward calls.
+  void set_attention(std::shared_ptr<sparse::AttentionPolicy> policy,
+                     sparse::AttentionDiagnostics* diagnostics = nullptr);
 
   // Returns the flow prediction [C_out, F, H, W]. Throws InputError on bad shapes.
   Tensor forward(const DitSample& sample, const CaptureFn& capture = nullptr);

@@ -109,7 +109,44 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
   ad.q_stride = ad.k_stride = ad.v_stride = 3 * dim;
   ad.out_stride = dim;
   attn.resize(static_cast<size_t>(L * dim));
-  {
+  // A policy's plan (sparse attention); a missing policy or an all-dense plan without
+  // diagnostics takes the dense path below, unchanged.
+  sparse::AttentionCall call;
+  sparse::AttentionPlan plan;
+  bool planned = false;
+  if (attention) {
+    profile::ScopedTimer pt("attention.plan");
+    call.layer = index;
+    call.layers = c.num_layers;
+    call.step = st.step;
+    call.steps = st.steps;
+    call.timestep = st.timestep;
+    call.cfg_branch = st.cfg_branch;
+    call.grid = {st.grid[0], st.grid[1], st.grid[2]};
+    call.heads = heads;
+    call.head_dim = hd;
+    call.q = q;
+    call.k = k;
+    call.stride = 3 * dim;
+    plan = attention->plan(call);
+    planned = !plan.all_dense() || attention_diagnostics != nullptr;
+  }
+  if (planned) {
+    profile::ScopedTimer pt("attention.self");
+    sparse::AttentionIo io;
+    io.q = q;
+    io.k = k;
+    io.v = v;
+    io.stride = 3 * dim;
+    io.tokens = L;
+    io.heads = heads;
+    io.head_dim = hd;
+    io.scale = ad.scale;
+    io.bf16 = bf16;
+    io.out = attn.data();
+    io.out_stride = dim;
+    sparse::execute_attention_plan(plan, io, attention_ws, call, attention_diagnostics);
+  } else {
     profile::ScopedTimer pt("attention.self");
     if (bf16) {
       qkv16.resize(static_cast<size_t>(L * 3 * dim));

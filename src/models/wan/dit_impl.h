@@ -8,6 +8,8 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/rope3d.h"
 #include "models/wan/dit.h"
+#include "sparse/attention_policy.h"
+#include "sparse/sparse_attention.h"
 
 namespace vidax::wan {
 
@@ -43,6 +45,10 @@ struct DitState {
   Buffer<float> clip;  // [clip_tokens, dim] (i2v)
   int64_t clip_rows = 0;
   const CaptureFn* capture = nullptr;
+  // For attention policies: the sample's loop position and its (first) timestep.
+  int64_t step = 0, steps = 1;
+  int cfg_branch = 0;
+  double timestep = 0;
 };
 
 struct WanDit::Impl {
@@ -59,6 +65,9 @@ struct WanDit::Impl {
   std::vector<float> img_ln0_w, img_ln0_b, img_ln4_w, img_ln4_b;
   PackedLinear img1, img3;
   Rope3dTable rope;
+  std::shared_ptr<sparse::AttentionPolicy> attention;  // null: dense
+  sparse::AttentionDiagnostics* attention_diagnostics = nullptr;
+  sparse::AttentionWorkspace attention_ws;
 
   // Scratch reused across blocks and calls.
   Buffer<float> x, act, qkv, attn, tmp, hidden, kv;

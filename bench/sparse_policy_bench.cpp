@@ -1,0 +1,139 @@
+// Time of one plan() (mask construction, estimators included) of each learned policy at Wan 2.1
+// 1.3B head shapes (12 heads x 128) on random post-RoPE q/k: 8,190 tokens (21 x 15 x 26) and
+// 32,760 tokens (21 x 30 x 52). Compare against the sparse attention time of the same layer
+// (vidax bench attention) for the "mask construction <= 5%" budget.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/tensor.h"
+#include "kernels/cpu/flash_attention.h"
+#include "sparse/spade_policy.h"
+#include "sparse/svg_policy.h"
+#include "sparse/west_policy.h"
+
+namespace vidax::sparse {
+namespace {
+
+struct Inputs {
+  std::vector<float> q, k;
+  AttentionCall call;
+  explicit Inputs(TokenGrid g) {
+    const auto n = static_cast<size_t>(g.tokens() * 12 * 128);
+    q.resize(n);
+    k.resize(n);
+    std::mt19937 rng(1);
+    std::normal_distribution<float> nd;
+    for (auto& v : q) v = nd(rng);
+    for (auto& v : k) v = nd(rng);
+    call.grid = g;
+    call.heads = 12;
+    call.head_dim = 128;
+    call.stride = 12 * 128;
+    call.q = q.data();
+    call.k = k.data();
+    call.layers = 30;
+    call.layer = 10;
+    call.steps = 50;
+    call.step = 25;
+  }
+};
+
+TokenGrid grid_of(int64_t arg) { return arg == 0 ? TokenGrid{21, 15, 26} : TokenGrid{21, 30, 52}; }
+
+void BM_SvgPlan(benchmark::State& state) {
+  Inputs in(grid_of(state.range(0)));
+  SvgPolicy p(parse_svg_options("density=0.1"));
+  for (auto _ : state) benchmark::DoNotOptimize(p.plan(in.call));
+  state.counters["tokens"] = static_cast<double>(in.call.grid.tokens());
+}
+BENCHMARK(BM_SvgPlan)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+void BM_SpadePlan(benchmark::State& state) {
+  Inputs in(grid_of(state.range(0)));
+  SpadePolicy p(parse_spade_options(""));
+  for (auto _ : state) benchmark::DoNotOptimize(p.plan(in.call));
+  state.counters["tokens"] = static_cast<double>(in.call.grid.tokens());
+}
+BENCHMARK(BM_SpadePlan)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+WestPrior uniform_prior() {
+  WestPrior prior;
+  prior.layers = 30;
+  prior.heads = 12;
+  const int64_t c = prior.cells();
+  prior.mass.assign(static_cast<size_t>(30 * 12 * c * c), 1.0f / static_cast<float>(c));
+  return prior;
+}
+
+// FAST's selection at load (global density threshold over 30 layers x 12 heads x 64^2 cells).
+void BM_WestLoad(benchmark::State& state) {
+  const WestPrior prior = uniform_prior();
+  WestOptions o;
+  o.density = 0.1;
+  for (auto _ : state) {
+    WestPolicy p(o, prior);
+    benchmark::DoNotOptimize(p.head_density(0, 0));
+  }
+}
+BENCHMARK(BM_WestLoad)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
+
+// The first plan() of a layer (later calls of the layer at the same grid hit the plan cache).
+void BM_WestPlan(benchmark::State& state) {
+  Inputs in(grid_of(state.range(0)));
+  WestOptions o;
+  o.density = 0.1;
+  const WestPrior prior = uniform_prior();
+  std::unique_ptr<WestPolicy> p;
+  for (auto _ : state) {
+    if (in.call.layer == 0 || !p) {
+      state.PauseTiming();
+      p = std::make_unique<WestPolicy>(o, prior);
+      state.ResumeTiming();
+    }
+    benchmark::DoNotOptimize(p->plan(in.call));
+    in.call.layer = (in.call.layer + 1) % 30;
+  }
+  state.counters["tokens"] = static_cast<double>(in.call.grid.tokens());
+}
+BENCHMARK(BM_WestPlan)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+// The peer: the dense bf16 self-attention of the same layer (AMX where present), so the plan
+// cost can be read as a share of what a sparse layer at density d costs (~d x this).
+void BM_DenseAttentionBf16(benchmark::State& state) {
+  Inputs in(grid_of(state.range(0)));
+  const int64_t n = in.call.grid.tokens(), row = 12 * 128;
+  std::vector<BFloat16> q(in.q.size()), k(in.k.size());
+  for (size_t i = 0; i < q.size(); ++i) q[i].bits = f32_to_bf16(in.q[i]);
+  for (size_t i = 0; i < k.size(); ++i) k[i].bits = f32_to_bf16(in.k[i]);
+  std::vector<float> out(static_cast<size_t>(n * row));
+  const AttentionDims d{n, n, n, 12, 128, row, row, row, row, 1.0f / std::sqrt(128.0f)};
+  for (auto _ : state) flash_attention(q.data(), k.data(), k.data(), out.data(), d);
+  state.counters["tokens"] = static_cast<double>(n);
+}
+BENCHMARK(BM_DenseAttentionBf16)
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace vidax::sparse

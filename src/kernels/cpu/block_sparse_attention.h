@@ -1,0 +1,68 @@
+// Block-sparse flash attention on the CPU: out = softmax(scale * q k^T + mask) v for every head
+// of a BlockMask, visiting for each (head, query block) only the key blocks its mask row lists.
+// FULL tiles run exactly like the dense kernel (no mask is evaluated); BOUNDARY tiles ask the
+// TilePredicate for a keep tile and mask the scores before the softmax. Online softmax in f32,
+// f32 or bf16 inputs, f32 output. With every tile FULL it computes the same thing as
+// flash_attention (same packing, register tiles and exp), up to the order of the key blocks.
+//
+// The inputs are already permuted (kernels/cpu/token_permute.h): q [q_tokens, heads, head_dim],
+// k and v [k_tokens, heads, head_dim], all contiguous, blocks given by BlockPartitions over the
+// permuted positions (query and key partitions may differ; blocks may be ragged). Keys at
+// positions >= kv_valid are padding and never attend.
+//
+// Rows whose every key is masked (no active tile, or every element of their active tiles
+// masked) have no softmax; their output is 0 (the scalar reference does the same).
+//
+// The per-target code lives in block_sparse_attention-inl.h and is compiled inside
+// flash_attention.cpp, whose packing, register tiles, exp and AMX tile pipeline it reuses.
+//
+// Thread-safety: re-entrant; each call parallelises with OpenMP over heads x query blocks. The
+// predicate is called from several threads at once.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"  // BFloat16
+#include "kernels/cpu/block_mask.h"
+#include "kernels/cpu/flash_attention.h"  // AttentionBf16Kernel
+
+namespace vidax {
+
+struct BlockSparseDims {
+  int64_t heads = 0;     // == mask.heads()
+  int64_t head_dim = 0;  // any value >= 1
+  // Keys at permuted positions >= kv_valid are excluded; 0 means all keys are valid.
+  int64_t kv_valid = 0;
+  float scale = 0;  // softmax scale, finite and non-zero (usually 1/sqrt(head_dim))
+};
+
+// The partitions give q_tokens = q_blocks.tokens() and k_tokens = k_blocks.tokens(); the mask
+// is [heads] x q_blocks x k_blocks with rows built; `predicate` is required when the mask has
+// BOUNDARY tiles. Throws InputError on inconsistent arguments.
+void block_sparse_attention(const float* q, const float* k, const float* v, float* out,
+                            const BlockPartition& q_blocks, const BlockPartition& k_blocks,
+                            const BlockMask& mask, const TilePredicate& predicate,
+                            const BlockSparseDims& d);
+
+// bf16 inputs with the fastest bf16 kernel of the machine (AttentionBf16Kernel::kAuto).
+void block_sparse_attention(const BFloat16* q, const BFloat16* k, const BFloat16* v, float* out,
+                            const BlockPartition& q_blocks, const BlockPartition& k_blocks,
+                            const BlockMask& mask, const TilePredicate& predicate,
+                            const BlockSparseDims& d);
+
+// One specific bf16 kernel (see flash_attention_bf16_available); InputError if unavailable.
+void block_sparse_attention_bf16(AttentionBf16Kernel kernel, const BFloat16* q, const BFloat16* k,
+                                 const BFloat16* v, float* out, const BlockPartition& q_blocks,
+                                 const BlockPartition& k_blocks, const BlockMask& mask,
+                                 const TilePredicate& predicate, const BlockSparseDims& d);
+
+namespace detail {
+// Dispatch into the per-target code (defined in flash_attention.cpp). kernel: -1 for f32
+// inputs, else a resolved AttentionBf16Kernel (not kAuto). Arguments already validated.
+void block_sparse_dispatch(int kernel, const void* q, const void* k, const void* v, float* out,
+                           const BlockPartition& q_blocks, const BlockPartition& k_blocks,
+                           const BlockMask& mask, const TilePredicate& predicate,
+                           const BlockSparseDims& d);
+}  // namespace detail
+
+}  // namespace vidax

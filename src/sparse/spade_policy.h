@@ -1,0 +1,81 @@
+// SPADE-style adaptive 3D block-sparse attention: per head and call, (1) pick the 3D block shape
+// whose blocks hold the most similar queries (mean pairwise cosine similarity inside a block,
+// averaged over blocks), from spatial (1,4,16), (1,8,8), temporal (16,1,4), (8,1,8) and mixed
+// (4,2,8), (2,4,8) candidates; (2) summarise each key block by its per-channel max and min and
+// score every (query block, key block) pair by the largest q̄ . k any key in the block's box
+// could reach (q̄ the query block's mean); (3) keep, per query-block row, the key blocks that
+// carry top-p of the estimated attention (or the top-k), the p depending on the CFG branch and
+// on early vs late steps; the sink block(s) and the diagonal block are always kept; the first
+// layer(s) run dense. Heads that chose the same shape form one HeadGroup.
+//
+// One SpadePolicy serves one generation on one thread (it caches layouts per grid).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sparse/attention_policy.h"
+
+namespace vidax::sparse {
+
+struct SpadeOptions {
+  double topp = 0.9;         // conditional branch, late steps
+  double topp_uncond = -1;   // unconditional branch (< 0: same as topp)
+  double topp_early = -1;    // the first `early` share of steps (< 0: same as the branch's p)
+  double early = 0.0;        // share of steps that use topp_early
+  int64_t topk = 0;          // > 0: keep this many key blocks per row instead of top-p
+  int64_t dense_layers = 1;  // leading layers run dense
+  int64_t sink = 1;          // leading key blocks every query block keeps
+  int64_t shape_every = 1;   // choose shapes once per this many steps per (layer, branch)
+  std::vector<BlockShape> shapes = default_shapes();
+
+  static std::vector<BlockShape> default_shapes();
+};
+SpadeOptions parse_spade_options(std::string_view options);
+
+// Mean over the layout's blocks (of at least two tokens) of the mean pairwise cosine similarity
+// of head `head`'s queries inside the block; 0 when no block has two tokens.
+double mean_block_query_similarity(const AttentionCall& call, int64_t head,
+                                   const TokenLayout& layout);
+
+// Estimated block attention of one head over `layout` ([q_blocks * k_blocks], rows sum to 1):
+// score(qb, kb) = sum_c max(qmean_c * kmax_c, qmean_c * kmin_c) / sqrt(d), softmax over kb
+// weighted by the key block's token count.
+std::vector<double> spade_block_estimate(const AttentionCall& call, int64_t head,
+                                         const TokenLayout& layout);
+
+class SpadePolicy final : public AttentionPolicy {
+ public:
+  explicit SpadePolicy(SpadeOptions options);
+  std::string name() const override;
+  AttentionPlan plan(const AttentionCall& call) override;
+
+  // The p (top-p) used for this call's CFG branch and step.
+  double topp_for(const AttentionCall& call) const;
+  // Per head of the last sparse call: index into options().shapes and its similarity score.
+  const std::vector<int>& last_shapes() const { return shape_of_; }
+  const std::vector<std::vector<double>>& last_similarity() const { return similarity_; }
+  // Whether the last sparse call chose shapes (false: it reused an earlier step's).
+  bool last_reshaped() const { return reshaped_; }
+  const SpadeOptions& options() const { return opt_; }
+  const TokenLayout& layout_for(const TokenGrid& grid, size_t shape);
+
+ private:
+  SpadeOptions opt_;
+  std::map<std::array<int64_t, 3>, std::vector<std::unique_ptr<TokenLayout>>> cache_;
+  struct Choice {
+    int64_t step = 0;
+    std::vector<int> shapes;
+  };
+  std::map<std::array<int64_t, 5>, Choice> choices_;  // (layer, branch, F, H, W)
+  std::vector<int> shape_of_;
+  bool reshaped_ = false;
+  std::vector<std::vector<double>> similarity_;
+};
+
+}  // namespace vidax::sparse
