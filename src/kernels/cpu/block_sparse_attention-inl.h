@@ -89,9 +89,27 @@ struct SparseProblem {
       if (end <= k0) break;  // ascending: every later block is padding as well
       for (int64_t off = 0; k0 + off < end; off += keys_per_step) {
         const int64_t valid = std::min(keys_per_step, end - k0 - off);
-        steps.push_back({sub_begin[static_cast<size_t>(kb)] + off / kBlockK,
-                         fa::ceil_div(valid, kBlockK), valid, off, k0, nk, row.boundary[i] != 0,
-                         off == 0});
+        const SparseStep step{sub_begin[static_cast<size_t>(kb)] + off / kBlockK,
+                              fa::ceil_div(valid, kBlockK),
+                              valid,
+                              off,
+                              k0,
+                              nk,
+                              row.boundary[i] != 0,
+                              off == 0};
+        // Two-sub-block steps: a lone full 64-key FULL step of the previous key block and a
+        // one-sub-block FULL step that starts at the next packed sub-block are one contiguous
+        // 128-key step (adjacent small key blocks, e.g. 64-token tiles, then fill the AMX step).
+        if (keys_per_step == 2 * kBlockK && !steps.empty()) {
+          SparseStep& prev = steps.back();
+          if (!prev.boundary && !step.boundary && prev.blocks == 1 && prev.valid == kBlockK &&
+              step.blocks == 1 && prev.sub + 1 == step.sub) {
+            prev.blocks = 2;
+            prev.valid = kBlockK + step.valid;
+            continue;
+          }
+        }
+        steps.push_back(step);
       }
     }
   }
