@@ -263,6 +263,20 @@ void convert_floats_reference(const void* src, DType src_dtype, void* dst, DType
   for (size_t i = 0; i < n; ++i) store_one(dst, dst_dtype, i, load_one(src, src_dtype, i));
 }
 
+void convert_floats_serial(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n) {
+  VIDAX_CHECK(is_float(src_dtype) && is_float(dst_dtype), "convert_floats ", dtype_name(src_dtype),
+              " -> ", dtype_name(dst_dtype));
+  VIDAX_CHECK(!is_f8(dst_dtype), "cannot convert into ", dtype_name(dst_dtype));
+  if (n == 0) return;
+  if (src_dtype == dst_dtype) {
+    std::memcpy(dst, src, n * dtype_size(src_dtype));
+  } else if (is_f8(src_dtype)) {
+    convert_f8(src, src_dtype, dst, dst_dtype, n);
+  } else {
+    HWY_DYNAMIC_DISPATCH(ConvertFloats16And32)(src, src_dtype, dst, dst_dtype, n);
+  }
+}
+
 void convert_floats(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n) {
   VIDAX_CHECK(is_float(src_dtype) && is_float(dst_dtype), "convert_floats ", dtype_name(src_dtype),
               " -> ", dtype_name(dst_dtype));

@@ -12,6 +12,10 @@ namespace vidax {
 // Converts n contiguous elements. Both dtypes must be float types; F8 is accepted as source only.
 void convert_floats(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n);
 
+// The same conversion on the calling thread only (convert_floats opens an OpenMP region, which
+// costs more than a short row): for many short rows converted inside a parallel loop.
+void convert_floats_serial(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n);
+
 // Scalar reference used by tests.
 void convert_floats_reference(const void* src, DType src_dtype, void* dst, DType dst_dtype,
                               size_t n);

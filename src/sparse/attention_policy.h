@@ -56,8 +56,10 @@ class AttentionPolicy {
   virtual AttentionPlan plan(const AttentionCall& call) = 0;
 };
 
-// Parses `--attention` specs: "dense", "window:kt,kh,kw[:sink]", "svg[:density=..,warmup=..]",
-// "spade[:...]", "west:FILE[:budget=..]". Throws InputError naming the spec and what was expected.
+// Parses `--attention` specs: "dense", "window:kt,kh,kw[:tile=bt,bh,bw][:sink]" and the policies
+// of policy_registry.cpp, with per-layer / per-step schedules ("dense@layers=0-1;window:..."; the
+// grammar is in attention_spec.cpp and docs/sparse-attention.md). Throws InputError naming the
+// bad part and what was expected.
 std::unique_ptr<AttentionPolicy> make_attention_policy(const std::string& spec);
 
 }  // namespace vidax::sparse

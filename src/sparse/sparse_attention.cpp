@@ -76,8 +76,13 @@ void sparse_group(const HeadGroup& g, const AttentionIo& io, AttentionWorkspace&
   const StridedRows rows[] = {{io.q, io.tokens, io.heads, hd, io.stride},
                               {io.k, io.tokens, io.heads, hd, io.stride},
                               {io.v, io.tokens, io.heads, hd, io.stride}};
-  ws.out.resize(n);
   const BlockSparseDims d{gh, hd, 0, io.scale};
+  // Rows go straight to their native positions and heads in io.out (no scatter pass).
+  BlockSparseOutput o;
+  o.stride = io.out_stride;
+  o.rows = g.layout.identity() ? nullptr : g.layout.perm.data();
+  o.heads = g.heads.data();
+  o.dest_heads = io.heads;
   if (io.bf16) {
     ws.q16.resize(n);
     ws.k16.resize(n);
@@ -85,8 +90,8 @@ void sparse_group(const HeadGroup& g, const AttentionIo& io, AttentionWorkspace&
     gather_token_heads(rows[0], g.layout.perm, g.heads, ws.q16.data());
     gather_token_heads(rows[1], g.layout.perm, g.heads, ws.k16.data());
     gather_token_heads(rows[2], g.layout.perm, g.heads, ws.v16.data());
-    block_sparse_attention(ws.q16.data(), ws.k16.data(), ws.v16.data(), ws.out.data(),
-                           g.layout.blocks, g.layout.blocks, g.mask, g.predicate, d);
+    block_sparse_attention(ws.q16.data(), ws.k16.data(), ws.v16.data(), io.out, g.layout.blocks,
+                           g.layout.blocks, g.mask, g.predicate, d, o);
   } else {
     ws.q.resize(n);
     ws.k.resize(n);
@@ -94,11 +99,9 @@ void sparse_group(const HeadGroup& g, const AttentionIo& io, AttentionWorkspace&
     gather_token_heads(rows[0], g.layout.perm, g.heads, ws.q.data());
     gather_token_heads(rows[1], g.layout.perm, g.heads, ws.k.data());
     gather_token_heads(rows[2], g.layout.perm, g.heads, ws.v.data());
-    block_sparse_attention(ws.q.data(), ws.k.data(), ws.v.data(), ws.out.data(), g.layout.blocks,
-                           g.layout.blocks, g.mask, g.predicate, d);
+    block_sparse_attention(ws.q.data(), ws.k.data(), ws.v.data(), io.out, g.layout.blocks,
+                           g.layout.blocks, g.mask, g.predicate, d, o);
   }
-  scatter_token_heads(ws.out.data(), io.tokens, hd, g.layout.perm, g.heads, io.out, io.out_stride,
-                      io.heads);
 }
 
 // Softmax mass on the kept keys of `samples` query rows of every head, exact in double.

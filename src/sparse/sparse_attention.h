@@ -1,7 +1,8 @@
 // Runs an AttentionPlan on the DiT's self-attention inputs: dense head groups through the dense
 // flash attention kernel on the strided q/k/v directly; sparse groups gather their heads into
-// their layout's order (kernels/cpu/token_permute.h), run the block-sparse executor
-// (kernels/cpu/block_sparse_attention.h) and scatter the result back. The output is the same
+// their layout's order (kernels/cpu/token_permute.h) and run the block-sparse executor
+// (kernels/cpu/block_sparse_attention.h), which writes each output row straight back to its
+// native position and head (BlockSparseOutput; no scatter pass). The output is the same
 // [tokens, heads * head_dim] as the dense path's.
 //
 // Optional diagnostics for the evaluation harness: when a caller passes an

@@ -165,6 +165,9 @@ TEST(ConvertFloats, AllPairsMatchReferenceOnRaggedLengths) {
             convert_floats_reference(in.data(), src, want.data(), dst, n);
           }
           EXPECT_EQ(got, want) << first_difference(got, want, dtype_size(dst));
+          std::vector<uint8_t> serial(got.size(), 0xab);
+          convert_floats_serial(in.data(), src, serial.data(), dst, n);
+          EXPECT_EQ(serial, want) << "serial: " << first_difference(serial, want, dtype_size(dst));
         }
       }
     }

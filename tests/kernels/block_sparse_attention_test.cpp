@@ -174,6 +174,39 @@ TEST(BlockSparseAttention, MatchesMaskedReference) {
   }
 }
 
+TEST(BlockSparseAttention, OutputRowsAndHeadsGoToTheirDestination) {
+  // Row i of mask head h lands at rows[i] * stride + heads[h] * hd of a wider buffer; everything
+  // else of that buffer stays untouched.
+  const Problem p = make_problem(150, 150, 20, 70, 2, 24, 0.3, 0.3, 0, 21);
+  const int64_t tokens = 150, hd = 24, dest_heads = 5, stride = dest_heads * hd + 3;
+  std::vector<int32_t> rows(static_cast<size_t>(tokens));
+  for (int64_t i = 0; i < tokens; ++i)
+    rows[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7) % tokens);
+  const std::vector<int64_t> heads{4, 1};
+  BlockSparseOutput o;
+  o.stride = stride;
+  o.rows = rows.data();
+  o.heads = heads.data();
+  o.dest_heads = dest_heads;
+  const auto plain = p.run_f32();
+  std::vector<float> wide(static_cast<size_t>(tokens * stride), -3.0f);
+  block_sparse_attention(p.q.data(), p.k.data(), p.v.data(), wide.data(), p.qp, p.kp, p.mask,
+                         p.pred, p.d, o);
+  std::vector<float> want(wide.size(), -3.0f);
+  for (int64_t i = 0; i < tokens; ++i)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t c = 0; c < hd; ++c)
+        want[static_cast<size_t>(rows[static_cast<size_t>(i)] * stride +
+                                 heads[static_cast<size_t>(h)] * hd + c)] =
+            plain[static_cast<size_t>((i * 2 + h) * hd + c)];
+  EXPECT_EQ(wide, want);
+  o.heads = nullptr;
+  o.stride = 10;  // shorter than 2 heads x 24
+  EXPECT_THROW(block_sparse_attention(p.q.data(), p.k.data(), p.v.data(), wide.data(), p.qp, p.kp,
+                                      p.mask, p.pred, p.d, o),
+               InputError);
+}
+
 TEST(BlockSparseAttention, EmptyRowsGiveZero) {
   Problem p = make_problem(130, 130, 64, 64, 1, 32, 0, 0, 0, 3);
   p.mask = BlockMask(1, p.qp.blocks(), p.kp.blocks());  // nothing active

@@ -28,8 +28,17 @@ struct SparseStep {
 
 struct SparseProblem {
   SparseProblem(const BlockPartition& qp, const BlockPartition& kp, const BlockMask& mask,
-                const TilePredicate& pred, const BlockSparseDims& dims, int64_t task_rows)
-      : qp(qp), kp(kp), mask(mask), pred(pred), d(dims), ad(dense_dims(dims, kp)), g(ad) {
+                const TilePredicate& pred, const BlockSparseDims& dims,
+                const BlockSparseOutput& output, int64_t task_rows)
+      : qp(qp),
+        kp(kp),
+        mask(mask),
+        pred(pred),
+        d(dims),
+        o(output),
+        ad(dense_dims(dims, kp)),
+        g(ad) {
+    if (o.stride == 0) o.stride = d.heads * d.head_dim;
     c = static_cast<float>(static_cast<double>(d.scale) * fa::kLog2e);
     sentinel = c > 0 ? -std::numeric_limits<float>::max() : std::numeric_limits<float>::max();
     floor = -0.5f * std::numeric_limits<float>::max() * std::fabs(c);
@@ -70,6 +79,11 @@ struct SparseProblem {
     return a;
   }
   int64_t nsub() const { return static_cast<int64_t>(sub_start.size()); }
+  // Destination of output row i (permuted position) of mask head h.
+  float* out_row(float* out, int64_t h, int64_t i) const {
+    const int64_t r = o.rows ? o.rows[i] : i, dh = o.heads ? o.heads[h] : h;
+    return out + r * o.stride + dh * d.head_dim;
+  }
   // Geometry for packing sub-block `sub` through the dense pack functions (key block 0 of a
   // sequence that starts at the sub-block and has its valid keys).
   Geometry sub_geometry(int64_t sub) const {
@@ -89,9 +103,27 @@ struct SparseProblem {
       if (end <= k0) break;  // ascending: every later block is padding as well
       for (int64_t off = 0; k0 + off < end; off += keys_per_step) {
         const int64_t valid = std::min(keys_per_step, end - k0 - off);
-        steps.push_back({sub_begin[static_cast<size_t>(kb)] + off / kBlockK,
-                         fa::ceil_div(valid, kBlockK), valid, off, k0, nk, row.boundary[i] != 0,
-                         off == 0});
+        const SparseStep step{sub_begin[static_cast<size_t>(kb)] + off / kBlockK,
+                              fa::ceil_div(valid, kBlockK),
+                              valid,
+                              off,
+                              k0,
+                              nk,
+                              row.boundary[i] != 0,
+                              off == 0};
+        // Two-sub-block steps: a lone full 64-key FULL step of the previous key block and a
+        // one-sub-block FULL step that starts at the next packed sub-block are one contiguous
+        // 128-key step (adjacent small key blocks, e.g. 64-token tiles, then fill the AMX step).
+        if (keys_per_step == 2 * kBlockK && !steps.empty()) {
+          SparseStep& prev = steps.back();
+          if (!prev.boundary && !step.boundary && prev.blocks == 1 && prev.valid == kBlockK &&
+              step.blocks == 1 && prev.sub + 1 == step.sub) {
+            prev.blocks = 2;
+            prev.valid = kBlockK + step.valid;
+            continue;
+          }
+        }
+        steps.push_back(step);
       }
     }
   }
@@ -101,6 +133,7 @@ struct SparseProblem {
   const BlockMask& mask;
   const TilePredicate& pred;
   BlockSparseDims d;
+  BlockSparseOutput o;
   AttentionDims ad;  // the dense view: strides, kv_valid, scale
   Geometry g;
   float c = 0, sentinel = 0, floor = 0;
@@ -134,15 +167,16 @@ HWY_INLINE void UpdateRowMaxFloor(int64_t rows, float* HWY_RESTRICT m, const flo
   }
 }
 
-// FinishRows, with rows that never saw a key (l == 0) written as 0.
-HWY_INLINE void FinishRowsSafe(int64_t rows, const Geometry& g, const RowState& s, float* out,
-                               int64_t out_stride) {
+// FinishRows, with rows that never saw a key (l == 0) written as 0, each row to its destination.
+HWY_INLINE void FinishRowsSafe(const SparseProblem& sp, int64_t h, int64_t q0, int64_t rows,
+                               const RowState& s, float* out) {
   const DF df;
+  const Geometry& g = sp.g;
   for (int64_t i = 0; i < rows; ++i) {
     const float l = hn::GetLane(hn::SumOfLanes(df, hn::Load(df, s.lsum + i * 16)));
     const float inv = l > 0 ? 1.0f / l : 0.0f;
     const float* oi = s.o + i * g.dv;
-    float* dst = out + i * out_stride;
+    float* dst = sp.out_row(out, h, q0 + i);
     for (int64_t c = 0; c < g.hd; ++c) dst[c] = l > 0 ? oi[c] * inv : 0.0f;
   }
 }
@@ -183,8 +217,11 @@ void RunSparse(const SparseProblem& sp, int64_t k_block, int64_t v_block, int64_
   }
 }
 
-HWY_INLINE void ZeroRows(int64_t rows, int64_t hd, float* out, int64_t stride) {
-  for (int64_t i = 0; i < rows; ++i) std::fill(out + i * stride, out + i * stride + hd, 0.0f);
+HWY_INLINE void ZeroRows(const SparseProblem& sp, int64_t h, int64_t q0, int64_t rows, float* out) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* dst = sp.out_row(out, h, q0 + i);
+    std::fill(dst, dst + sp.d.head_dim, 0.0f);
+  }
 }
 
 // One (head, chunk) task on f32 (or widened bf16) packed sub-blocks: TaskWidened over a list.
@@ -194,9 +231,8 @@ void TaskSparseWidened(const SparseProblem& sp, const T* q, float* out, int64_t 
                        const Scratch& s, uint8_t* keep, std::vector<SparseStep>& steps) {
   const Geometry& g = sp.g;
   const int64_t hd = g.hd, dv = g.dv, nvec = dv / kLanes, rows = ch.rows;
-  float* dst = out + ch.q0 * sp.ad.out_stride + h * hd;
   sp.build_steps(h, ch.qb, kBlockK, steps);
-  if (steps.empty()) return ZeroRows(rows, hd, dst, sp.ad.out_stride);
+  if (steps.empty()) return ZeroRows(sp, h, ch.q0, rows, out);
   for (int64_t i = 0; i < rows; ++i) {
     const T* src = q + (ch.q0 + i) * sp.ad.q_stride + h * hd;
     for (int64_t c = 0; c < hd; ++c) s.q[i * hd + c] = fa::to_f32(src[c]);
@@ -229,7 +265,7 @@ void TaskSparseWidened(const SparseProblem& sp, const T* q, float* out, int64_t 
       });
     }
   }
-  FinishRowsSafe(rows, g, st, dst, sp.ad.out_stride);
+  FinishRowsSafe(sp, h, ch.q0, rows, st, out);
 }
 
 template <class T>
@@ -286,9 +322,8 @@ VIDAX_FA_BF16 void TaskSparseDpBf16(const SparseProblem& sp, const BFloat16* q, 
                                     std::vector<SparseStep>& steps) {
   const Geometry& g = sp.g;
   const int64_t dv = g.dv, nvec = dv / 16, q_ld = g.kpairs, rows = ch.rows;
-  float* dst = out + ch.q0 * sp.ad.out_stride + h * g.hd;
   sp.build_steps(h, ch.qb, kBlockK, steps);
-  if (steps.empty()) return ZeroRows(rows, g.hd, dst, sp.ad.out_stride);
+  if (steps.empty()) return ZeroRows(sp, h, ch.q0, rows, out);
   LoadQueryBf16(sp.ad, g, q, h, ch.q0, rows, rows, s.q16());
   const auto* qp = reinterpret_cast<const uint32_t*>(s.q16());
   const auto* p32 = reinterpret_cast<const uint32_t*>(s.p16());
@@ -321,7 +356,7 @@ VIDAX_FA_BF16 void TaskSparseDpBf16(const SparseProblem& sp, const BFloat16* q, 
       });
     }
   }
-  FinishRowsSafe(rows, g, st, dst, sp.ad.out_stride);
+  FinishRowsSafe(sp, h, ch.q0, rows, st, out);
 }
 
 // TaskAmx over a list of steps of up to kAmxKeys keys (the two sub-blocks of a step always
@@ -332,10 +367,9 @@ VIDAX_FA_AMX void TaskSparseAmx(const SparseProblem& sp, const BFloat16* q, floa
                                 std::vector<SparseStep>& steps) {
   const Geometry& g = sp.g;
   const int64_t dv = g.dv, dq = 2 * g.kpairs, rows = ch.rows;
-  float* dst = out + ch.q0 * sp.ad.out_stride + h * g.hd;
   sp.build_steps(h, ch.qb, kAmxKeys, steps);
   const int64_t nsteps = static_cast<int64_t>(steps.size());
-  if (nsteps == 0) return ZeroRows(rows, g.hd, dst, sp.ad.out_stride);
+  if (nsteps == 0) return ZeroRows(sp, h, ch.q0, rows, out);
   const int64_t groups = fa::ceil_div(rows, kAmxRows);
   LoadQueryBf16(sp.ad, g, q, h, ch.q0, rows, groups * kAmxRows, s.q16());
   StartRows(groups * kAmxRows, s);  // padded rows enter the tiles too: keep them 0
@@ -396,7 +430,7 @@ VIDAX_FA_AMX void TaskSparseAmx(const SparseProblem& sp, const BFloat16* q, floa
   }
   VIDAX_FA_COMPILER_BARRIER();
   _tile_release();
-  FinishRowsSafe(rows, g, s.at(0), dst, sp.ad.out_stride);
+  FinishRowsSafe(sp, h, ch.q0, rows, s.at(0), out);
 }
 
 #undef VIDAX_FA_COMPILER_BARRIER
@@ -405,9 +439,10 @@ VIDAX_FA_AMX void TaskSparseAmx(const SparseProblem& sp, const BFloat16* q, floa
 // kernel: -1 for f32 inputs, else a resolved AttentionBf16Kernel the machine has.
 void BlockSparseRun(int kernel, const void* q, const void* k, const void* v, float* out,
                     const BlockPartition& qp, const BlockPartition& kp, const BlockMask& mask,
-                    const TilePredicate& pred, const BlockSparseDims& d) {
+                    const TilePredicate& pred, const BlockSparseDims& d,
+                    const BlockSparseOutput& o) {
   if (kernel < 0) {
-    const SparseProblem sp(qp, kp, mask, pred, d, kBlockQ);
+    const SparseProblem sp(qp, kp, mask, pred, d, o, kBlockQ);
     return SparseWidened(static_cast<const float*>(q), static_cast<const float*>(k),
                          static_cast<const float*>(v), out, sp);
   }
@@ -416,7 +451,7 @@ void BlockSparseRun(int kernel, const void* q, const void* k, const void* v, flo
   const auto* v16 = static_cast<const BFloat16*>(v);
 #if VIDAX_FA_AVX512
   if (kernel == static_cast<int>(AttentionBf16Kernel::kAmx)) {
-    const SparseProblem sp(qp, kp, mask, pred, d, kAmxGroups * kAmxRows);
+    const SparseProblem sp(qp, kp, mask, pred, d, o, kAmxGroups * kAmxRows);
     return RunSparsePairs(
         k16, v16, sp, kAmxKeys,
         [&](int64_t h, const SparseChunk& ch, const uint32_t* kpk, const uint32_t* vpk,
@@ -425,7 +460,7 @@ void BlockSparseRun(int kernel, const void* q, const void* k, const void* v, flo
         });
   }
   if (kernel == static_cast<int>(AttentionBf16Kernel::kAvx512Bf16)) {
-    const SparseProblem sp(qp, kp, mask, pred, d, kBlockQ);
+    const SparseProblem sp(qp, kp, mask, pred, d, o, kBlockQ);
     return RunSparsePairs(
         k16, v16, sp, kBlockK,
         [&](int64_t h, const SparseChunk& ch, const uint32_t* kpk, const uint32_t* vpk,
@@ -434,6 +469,6 @@ void BlockSparseRun(int kernel, const void* q, const void* k, const void* v, flo
         });
   }
 #endif
-  const SparseProblem sp(qp, kp, mask, pred, d, kBlockQ);
+  const SparseProblem sp(qp, kp, mask, pred, d, o, kBlockQ);
   SparseWidened(q16, k16, v16, out, sp);
 }

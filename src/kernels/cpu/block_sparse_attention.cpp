@@ -12,7 +12,8 @@ namespace {
 
 void validate(const void* q, const void* k, const void* v, const float* out,
               const BlockPartition& qp, const BlockPartition& kp, const BlockMask& mask,
-              const TilePredicate& predicate, const BlockSparseDims& d) {
+              const TilePredicate& predicate, const BlockSparseDims& d,
+              const BlockSparseOutput& o) {
   constexpr const char* kWhat = "block-sparse attention";
   qp.validate("block-sparse attention: query blocks");
   kp.validate("block-sparse attention: key blocks");
@@ -28,6 +29,18 @@ void validate(const void* q, const void* k, const void* v, const float* out,
                       kp.blocks());
   if (!mask.rows_built()) throw_input_error(kWhat, ": mask rows not built (call build_rows())");
   if (!q || !k || !v || !out) throw_input_error(kWhat, ": null q, k, v or out pointer");
+  const int64_t dest_heads = o.heads ? o.dest_heads : d.heads;
+  if (o.heads)
+    for (int64_t h = 0; h < d.heads; ++h)
+      if (o.heads[h] < 0 || o.heads[h] >= dest_heads)
+        throw_input_error(kWhat, ": output head ", o.heads[h], " outside [0, ", dest_heads, ")");
+  if (o.stride != 0 && o.stride < dest_heads * d.head_dim)
+    throw_input_error(kWhat, ": output stride ", o.stride, " < ", dest_heads, " heads x ",
+                      d.head_dim);
+  if (o.rows)
+    for (int64_t i = 0; i < qp.tokens(); ++i)
+      if (o.rows[i] < 0 || o.rows[i] >= qp.tokens())
+        throw_input_error(kWhat, ": output row ", o.rows[i], " outside [0, ", qp.tokens(), ")");
   if (!predicate) {
     for (int64_t h = 0; h < mask.heads(); ++h)
       for (int64_t qb = 0; qb < mask.q_blocks(); ++qb)
@@ -41,24 +54,25 @@ void validate(const void* q, const void* k, const void* v, const float* out,
 void block_sparse_attention(const float* q, const float* k, const float* v, float* out,
                             const BlockPartition& q_blocks, const BlockPartition& k_blocks,
                             const BlockMask& mask, const TilePredicate& predicate,
-                            const BlockSparseDims& d) {
-  validate(q, k, v, out, q_blocks, k_blocks, mask, predicate, d);
-  detail::block_sparse_dispatch(-1, q, k, v, out, q_blocks, k_blocks, mask, predicate, d);
+                            const BlockSparseDims& d, const BlockSparseOutput& o) {
+  validate(q, k, v, out, q_blocks, k_blocks, mask, predicate, d, o);
+  detail::block_sparse_dispatch(-1, q, k, v, out, q_blocks, k_blocks, mask, predicate, d, o);
 }
 
 void block_sparse_attention(const BFloat16* q, const BFloat16* k, const BFloat16* v, float* out,
                             const BlockPartition& q_blocks, const BlockPartition& k_blocks,
                             const BlockMask& mask, const TilePredicate& predicate,
-                            const BlockSparseDims& d) {
+                            const BlockSparseDims& d, const BlockSparseOutput& o) {
   block_sparse_attention_bf16(AttentionBf16Kernel::kAuto, q, k, v, out, q_blocks, k_blocks, mask,
-                              predicate, d);
+                              predicate, d, o);
 }
 
 void block_sparse_attention_bf16(AttentionBf16Kernel kernel, const BFloat16* q, const BFloat16* k,
                                  const BFloat16* v, float* out, const BlockPartition& q_blocks,
                                  const BlockPartition& k_blocks, const BlockMask& mask,
-                                 const TilePredicate& predicate, const BlockSparseDims& d) {
-  validate(q, k, v, out, q_blocks, k_blocks, mask, predicate, d);
+                                 const TilePredicate& predicate, const BlockSparseDims& d,
+                                 const BlockSparseOutput& o) {
+  validate(q, k, v, out, q_blocks, k_blocks, mask, predicate, d, o);
   if (!flash_attention_bf16_available(kernel))
     throw_input_error("block-sparse attention: bf16 kernel #", static_cast<int>(kernel),
                       " is not available on this machine (", flash_attention_target(), ")");
@@ -67,7 +81,7 @@ void block_sparse_attention_bf16(AttentionBf16Kernel kernel, const BFloat16* q, 
                  ? AttentionBf16Kernel::kAmx
                  : AttentionBf16Kernel::kWidened;
   detail::block_sparse_dispatch(static_cast<int>(kernel), q, k, v, out, q_blocks, k_blocks, mask,
-                                predicate, d);
+                                predicate, d, o);
 }
 
 }  // namespace vidax

@@ -36,25 +36,36 @@ struct BlockSparseDims {
   float scale = 0;  // softmax scale, finite and non-zero (usually 1/sqrt(head_dim))
 };
 
+// Where the output goes. By default out is [q_tokens, heads, head_dim] contiguous. A plan
+// executor can instead write each row straight to its place in the model's buffer (saving the
+// scatter): row i of mask head h goes to out + rows[i] * stride + heads[h] * head_dim.
+struct BlockSparseOutput {
+  int64_t stride = 0;              // elements between destination rows; 0: heads * head_dim
+  const int32_t* rows = nullptr;   // [q_tokens] destination rows (a permutation); null: identity
+  const int64_t* heads = nullptr;  // [heads] destination heads; null: identity
+  int64_t dest_heads = 0;          // heads of a destination row when `heads` is given
+};
+
 // The partitions give q_tokens = q_blocks.tokens() and k_tokens = k_blocks.tokens(); the mask
 // is [heads] x q_blocks x k_blocks with rows built; `predicate` is required when the mask has
 // BOUNDARY tiles. Throws InputError on inconsistent arguments.
 void block_sparse_attention(const float* q, const float* k, const float* v, float* out,
                             const BlockPartition& q_blocks, const BlockPartition& k_blocks,
                             const BlockMask& mask, const TilePredicate& predicate,
-                            const BlockSparseDims& d);
+                            const BlockSparseDims& d, const BlockSparseOutput& o = {});
 
 // bf16 inputs with the fastest bf16 kernel of the machine (AttentionBf16Kernel::kAuto).
 void block_sparse_attention(const BFloat16* q, const BFloat16* k, const BFloat16* v, float* out,
                             const BlockPartition& q_blocks, const BlockPartition& k_blocks,
                             const BlockMask& mask, const TilePredicate& predicate,
-                            const BlockSparseDims& d);
+                            const BlockSparseDims& d, const BlockSparseOutput& o = {});
 
 // One specific bf16 kernel (see flash_attention_bf16_available); InputError if unavailable.
 void block_sparse_attention_bf16(AttentionBf16Kernel kernel, const BFloat16* q, const BFloat16* k,
                                  const BFloat16* v, float* out, const BlockPartition& q_blocks,
                                  const BlockPartition& k_blocks, const BlockMask& mask,
-                                 const TilePredicate& predicate, const BlockSparseDims& d);
+                                 const TilePredicate& predicate, const BlockSparseDims& d,
+                                 const BlockSparseOutput& o = {});
 
 namespace detail {
 // Dispatch into the per-target code (defined in flash_attention.cpp). kernel: -1 for f32
@@ -62,7 +73,7 @@ namespace detail {
 void block_sparse_dispatch(int kernel, const void* q, const void* k, const void* v, float* out,
                            const BlockPartition& q_blocks, const BlockPartition& k_blocks,
                            const BlockMask& mask, const TilePredicate& predicate,
-                           const BlockSparseDims& d);
+                           const BlockSparseDims& d, const BlockSparseOutput& o);
 }  // namespace detail
 
 }  // namespace vidax

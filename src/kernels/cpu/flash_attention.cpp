@@ -569,9 +569,9 @@ namespace detail {
 void block_sparse_dispatch(int kernel, const void* q, const void* k, const void* v, float* out,
                            const BlockPartition& q_blocks, const BlockPartition& k_blocks,
                            const BlockMask& mask, const TilePredicate& predicate,
-                           const BlockSparseDims& d) {
+                           const BlockSparseDims& d, const BlockSparseOutput& o) {
   HWY_DYNAMIC_DISPATCH(BlockSparseRun)
-  (kernel, q, k, v, out, q_blocks, k_blocks, mask, predicate, d);
+  (kernel, q, k, v, out, q_blocks, k_blocks, mask, predicate, d, o);
 }
 }  // namespace detail
 

@@ -2,8 +2,10 @@
 
 #include <cstring>
 #include <string>
-#include <type_traits>
+#include <utility>
+#include <vector>
 
+#include "core/convert.h"
 #include "core/error.h"
 
 namespace vidax {
@@ -28,17 +30,17 @@ void check_common(int64_t tokens, int64_t total_heads, int64_t head_dim, int64_t
       throw_input_error(what, ": head ", h, " outside [0, ", total_heads, ")");
 }
 
-// f32_to_bf16 (round to nearest even, NaN kept quiet) written without a branch so that the
-// compiler vectorizes the row loop. convert_floats would give the same bits, but it opens an
-// OpenMP region per call, which costs more than converting one 128-element row.
-inline void rows_to_bf16(const float* src, BFloat16* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, src + i, 4);
-    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    const uint32_t quiet_nan = (u >> 16) | 0x40u;
-    dst[i].bits = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+// (first group head, count) of each run of consecutive model heads: rows are copied a run at a
+// time (a group of all heads is one copy per token).
+std::vector<std::pair<int64_t, int64_t>> head_runs(std::span<const int64_t> heads) {
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (size_t g = 0; g < heads.size(); ++g) {
+    if (g > 0 && heads[g] == heads[g - 1] + 1)
+      ++runs.back().second;
+    else
+      runs.emplace_back(static_cast<int64_t>(g), 1);
   }
+  return runs;
 }
 
 template <class T>
@@ -48,20 +50,17 @@ void gather(const StridedRows& src, std::span<const int32_t> perm, std::span<con
   if (src.tokens > 0 && (src.data == nullptr || dst == nullptr))
     throw_input_error("gather_token_heads: null source or destination");
   const int64_t gh = static_cast<int64_t>(heads.size()), hd = src.head_dim;
+  const auto runs = head_runs(heads);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < src.tokens; ++i) {
     const int64_t t = perm.empty() ? i : perm[static_cast<size_t>(i)];
     const float* row = src.data + t * src.stride;
     T* out = dst + i * gh * hd;
-    for (int64_t g = 0; g < gh; ++g) {
-      const float* from = row + heads[static_cast<size_t>(g)] * hd;
-      if constexpr (std::is_same_v<T, float>) {
-        std::memcpy(out + g * hd, from, static_cast<size_t>(hd) * sizeof(float));
-      } else {
-        // The same rounding as the dense path's qkv conversion, so both see identical inputs.
-        rows_to_bf16(from, out + g * hd, hd);
-      }
-    }
+    // One copy / conversion per run of consecutive heads (all heads: one per token). The
+    // bf16 rounding is convert_floats', so sparse and dense groups see identical inputs.
+    for (const auto& [g0, n] : runs)
+      convert_floats_serial(row + heads[static_cast<size_t>(g0)] * hd, DType::kF32, out + g0 * hd,
+                            dtype_of<T>(), static_cast<size_t>(n * hd));
   }
 }
 
@@ -84,14 +83,15 @@ void scatter_token_heads(const float* src, int64_t tokens, int64_t head_dim,
   if (tokens > 0 && (src == nullptr || dst == nullptr))
     throw_input_error("scatter_token_heads: null source or destination");
   const int64_t gh = static_cast<int64_t>(heads.size());
+  const auto runs = head_runs(heads);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < tokens; ++i) {
     const int64_t t = perm.empty() ? i : perm[static_cast<size_t>(i)];
     const float* in = src + i * gh * head_dim;
     float* row = dst + t * dst_stride;
-    for (int64_t g = 0; g < gh; ++g)
-      std::memcpy(row + heads[static_cast<size_t>(g)] * head_dim, in + g * head_dim,
-                  static_cast<size_t>(head_dim) * sizeof(float));
+    for (const auto& [g0, n] : runs)
+      std::memcpy(row + heads[static_cast<size_t>(g0)] * head_dim, in + g0 * head_dim,
+                  static_cast<size_t>(n * head_dim) * sizeof(float));
   }
 }
 

@@ -3,7 +3,7 @@
 // [tokens, heads, head_dim] views (rows of the fused qkv projection); a head group of a sparse
 // plan wants only its heads, with the tokens in its layout's order, packed as
 // [tokens, group_heads, head_dim]. gather_token_heads does that copy (optionally rounding to
-// bf16, exactly as convert_floats does for the dense path); scatter_token_heads writes a group's
+// bf16, with convert_floats' rounding, as the dense path); scatter_token_heads writes a group's
 // output rows back to their native positions and heads, so the two are inverse to each other.
 //
 // perm[i] is the native (frame-major) token at permuted position i (sparse/token_layout.h);
