@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "pipeline/tiny_defaults.h"
+#include "sparse/attention_policy.h"
 
 namespace vidax::eval {
 namespace {
@@ -42,17 +43,10 @@ struct Key {
   std::function<std::string(const EvalConfig&)> print;
 };
 
-// The keys, in canonical (alphabetical) order.
+// The keys, in canonical order: alphabetical except `attention`, which is last because its value
+// (an --attention spec) may itself contain commas.
 const std::vector<Key>& keys() {
   static const std::vector<Key> table = {
-      {"attention", "dense",
-       [](EvalConfig& c, std::string_view v, const std::string& where) {
-         if (v != "dense")
-           throw_input_error(where, ": unknown attention method '", v,
-                             "' (expected dense; sparse attention is not implemented yet)");
-         c.attention = std::string(v);
-       },
-       [](const EvalConfig& c) { return c.attention; }},
       {"frames", "4k+1",
        [](EvalConfig& c, std::string_view v, const std::string& where) {
          c.frames = parse_integer(v, where, 1, 10000);
@@ -100,6 +94,16 @@ const std::vector<Key>& keys() {
          c.steps = static_cast<int>(parse_integer(v, where, 1, 1000));
        },
        [](const EvalConfig& c) { return std::to_string(c.steps); }},
+      {"attention", "dense",
+       [](EvalConfig& c, std::string_view v, const std::string& where) {
+         // Validated (and canonicalised) by the policy factory: "window:3,8,8", "svg:..", ...
+         try {
+           c.attention = sparse::make_attention_policy(std::string(v))->name();
+         } catch (const InputError& e) {
+           throw_input_error(where, ": ", e.what());
+         }
+       },
+       [](const EvalConfig& c) { return c.attention; }},
   };
   return table;
 }
@@ -150,6 +154,7 @@ EvalConfig parse_config_spec(std::string_view spec, const EvalConfig& defaults,
   std::set<std::string, std::less<>> seen;
   size_t pos = 0, item = 0;
   while (pos <= spec.size()) {
+    const size_t begin = pos;
     const size_t comma = spec.find(',', pos);
     const std::string_view part = trim(
         spec.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos));
@@ -164,7 +169,12 @@ EvalConfig parse_config_spec(std::string_view spec, const EvalConfig& defaults,
                         "' (keys: ", names, ")");
     }
     const std::string_view name = trim(part.substr(0, eq));
-    const std::string_view value = trim(part.substr(eq + 1));
+    std::string_view value = trim(part.substr(eq + 1));
+    if (name == "attention") {
+      // The attention spec runs to the end: its own options are separated by commas too.
+      value = trim(spec.substr(spec.find('=', begin) + 1));
+      pos = spec.size() + 1;
+    }
     const Key* key = nullptr;
     for (const Key& k : keys())
       if (name == k.name) key = &k;

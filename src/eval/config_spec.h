@@ -2,6 +2,9 @@
 //   "default"                           the model's defaults
 //   "steps=10,shift=3"                  the defaults with these keys changed
 //   "default,sampler=euler,steps=8"     the same ("default" may lead the list)
+//   "steps=10,attention=svg:density=0.2,warmup=0.25"
+//                                       `attention` takes the rest of the spec (an --attention
+//                                       spec has commas of its own), so it comes last
 // Keys: steps, shift, guide, sampler, precision, size (WxH), frames, attention. A key is a row of
 // one table (config_spec.cpp), so a new acceleration knob is one more row. Every configuration
 // resolves to a full EvalConfig whose canonical() text (every key, sorted, shortest numbers) is

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <vector>
 
 namespace vidax::eval {
@@ -31,6 +32,24 @@ std::string cell(const char* f, std::optional<double> v) {
 
 std::string pad(const std::string& s, size_t width) {
   return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
+}
+
+// null unless the run collected attention records (a dense configuration records none).
+json attention_metrics_json(const EvalReport& r, const Aggregate& a) {
+  if (!r.attention_metrics || !a.attention_rel_l2) return nullptr;
+  json per = json::array();
+  for (const auto& s : a.attention_by_layer_step)
+    per.push_back({{"layer", s.layer},
+                   {"step", s.step},
+                   {"calls", s.calls},
+                   {"density", s.density},
+                   {"rel_l2", s.rel_l2},
+                   {"recall", s.recall}});
+  return {{"density_mean", *a.attention_density},
+          {"rel_l2_mean", *a.attention_rel_l2},
+          {"recall_mean", *a.attention_recall},
+          {"speed_includes_dense_shadow", true},
+          {"per_layer_step", std::move(per)}};
 }
 
 }  // namespace
@@ -82,6 +101,36 @@ Aggregate aggregate(const EvalReport& r) {
     a.seconds_per_step_median = steps.size() % 2 ? steps[m] : 0.5 * (steps[m - 1] + steps[m]);
     a.seconds_per_clip = clip_seconds / n;
     if (denoise > 0) a.attention_share = attention / denoise;
+  }
+  std::map<std::pair<int64_t, int64_t>, Aggregate::AttentionCallStat> by_call;  // (step, layer)
+  double density = 0, rel_l2 = 0, recall = 0;
+  int64_t records = 0;
+  for (const ClipResult& c : r.clips)
+    for (const sparse::AttentionRecord& rec : c.attention_records) {
+      auto& s = by_call[{rec.step, rec.layer}];
+      s.layer = rec.layer;
+      s.step = rec.step;
+      ++s.calls;
+      s.density += rec.density;
+      s.rel_l2 += rec.rel_l2;
+      s.recall += rec.recall;
+      density += rec.density;
+      rel_l2 += rec.rel_l2;
+      recall += rec.recall;
+      ++records;
+    }
+  if (records > 0) {
+    const double k = static_cast<double>(records);
+    a.attention_density = density / k;
+    a.attention_rel_l2 = rel_l2 / k;
+    a.attention_recall = recall / k;
+    for (auto& [key, s] : by_call) {
+      const double m = static_cast<double>(s.calls);
+      s.density /= m;
+      s.rel_l2 /= m;
+      s.recall /= m;
+      a.attention_by_layer_step.push_back(s);
+    }
   }
   return a;
 }
@@ -148,6 +197,7 @@ json report_json(const EvalReport& r) {
              {"seconds_per_step_median", a.seconds_per_step_median},
              {"seconds_per_clip", a.seconds_per_clip},
              {"attention_share", number_or_null(a.attention_share)},
+             {"attention_metrics", attention_metrics_json(r, a)},
              {"cache",
               {{"dir", r.cache_dir.empty() ? json(nullptr) : json(r.cache_dir)},
                {"reference_generated", r.reference_generated},
@@ -203,6 +253,11 @@ std::string report_table(const EvalReport& r, bool per_clip) {
          pad(cell("%.2f", a.seconds_per_clip), 8) + pct(a.attention_share) + "\n";
   }
   if (a.adherence.clips > 0) s += "  adherence by attribute: " + a.adherence.summary() + "\n";
+  if (a.attention_rel_l2)
+    s += "  attention vs dense: density " + cell("%.3f", a.attention_density) + ", relative L2 " +
+         cell("%.4f", a.attention_rel_l2) + ", recall " + cell("%.4f", a.attention_recall) +
+         " (means over " + std::to_string(a.attention_by_layer_step.size()) +
+         " layer x step cells; speed includes the dense shadow runs)\n";
   return s;
 }
 

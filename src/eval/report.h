@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +28,14 @@ struct Aggregate {
   std::optional<double> temporal_reference;  // of the reference clips
   double seconds_per_step = 0, seconds_per_step_median = 0, seconds_per_clip = 0;
   std::optional<double> attention_share;  // attention seconds / denoising seconds
+  // Attention metrics (EvalRequest::attention_metrics): means over every recorded call of every
+  // clip, and per (layer, step) over clips and CFG branches.
+  struct AttentionCallStat {
+    int64_t layer = 0, step = 0, calls = 0;
+    double density = 0, rel_l2 = 0, recall = 0;
+  };
+  std::optional<double> attention_density, attention_rel_l2, attention_recall;
+  std::vector<AttentionCallStat> attention_by_layer_step;  // sorted by (step, layer)
 };
 
 Aggregate aggregate(const EvalReport& report);

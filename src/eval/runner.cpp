@@ -37,6 +37,7 @@ struct Generated {
   Tensor frames;  // U8 [F, H, W, 3]
   GenerationResult result;
   double attention_seconds = 0;
+  std::vector<sparse::AttentionRecord> attention_records;
 };
 
 GenerateOptions base_options(const EvalRequest& rq, const EvalConfig& config,
@@ -52,8 +53,11 @@ GenerateOptions base_options(const EvalRequest& rq, const EvalConfig& config,
   return o;
 }
 
-Generated generate_clip(GenerateOptions o, const GenerationPlan& plan, bool timed) {
+Generated generate_clip(GenerateOptions o, const GenerationPlan& plan, bool timed,
+                        bool attention_metrics = false) {
   Generated g;
+  sparse::AttentionDiagnostics diagnostics;
+  if (attention_metrics) o.attention_diagnostics = &diagnostics;
   const VideoRequest& v = plan.video;
   std::vector<uint8_t> bytes;
   bytes.reserve(static_cast<size_t>(v.frames * v.height * v.width * 3));
@@ -69,6 +73,7 @@ Generated generate_clip(GenerateOptions o, const GenerationPlan& plan, bool time
     for (const auto& [name, v2] : profile::snapshot())
       if (name.rfind("attention.", 0) == 0) g.attention_seconds += v2.first;
   profile::set_enabled(false);
+  g.attention_records = std::move(diagnostics.records);
   const int64_t frames = static_cast<int64_t>(bytes.size()) / (v.height * v.width * 3);
   VIDAX_CHECK(frames * v.height * v.width * 3 == static_cast<int64_t>(bytes.size()),
               "decoded frames are not whole");
@@ -110,6 +115,7 @@ EvalReport run_eval(const EvalRequest& rq) {
   rep.reference = rq.reference;
   rep.same_as_reference = rq.config == rq.reference;
   rep.cache_dir = rq.cache_dir;
+  rep.attention_metrics = rq.attention_metrics;
 
   // Plans first: a configuration the model cannot run fails before any work.
   const SuitePrompt probe{"plan", std::nullopt, std::nullopt};
@@ -151,7 +157,9 @@ EvalReport run_eval(const EvalRequest& rq) {
       ClipResult c;
       c.prompt = prompt.text;
       c.seed = seed;
-      const Generated g = generate_clip(base_options(rq, rq.config, prompt, seed), plan, true);
+      Generated g = generate_clip(base_options(rq, rq.config, prompt, seed), plan, true,
+                                  rq.attention_metrics);
+      c.attention_records = std::move(g.attention_records);
       if (cache.enabled())
         cache.store(clip_key(fingerprint, config_text, prompt.text, rq.negative_prompt, seed),
                     g.frames, metadata(prompt, seed, config_text));

@@ -19,6 +19,7 @@
 #include "eval/config_spec.h"
 #include "eval/suite.h"
 #include "pipeline/model_files.h"
+#include "sparse/sparse_attention.h"
 #include "synth/analyzer.h"
 
 namespace vidax::eval {
@@ -30,7 +31,11 @@ struct EvalRequest {
   EvalConfig config, reference;
   std::string config_spec = "default", reference_spec = "default";  // as the user wrote them
   Suite suite;
-  std::string cache_dir;                        // empty: no cache
+  std::string cache_dir;  // empty: no cache
+  // Per self-attention call, the error of the configuration's attention against dense and the
+  // attention mass its mask keeps (recall). Runs dense attention beside every sparse call, so
+  // the speed figures of such a run include that extra work.
+  bool attention_metrics = false;
   std::function<void(const std::string&)> log;  // one line per clip (may be empty)
 };
 
@@ -50,6 +55,9 @@ struct ClipResult {
   double denoise_seconds = 0;    // the denoising steps alone (steps * seconds_per_step)
   double attention_seconds = 0;  // of which in attention (profiler "attention.*" scopes)
   double total_seconds = 0;      // end to end: text encoding, denoising, decoding, model loads
+  // With EvalRequest::attention_metrics and a sparse configuration: one record per
+  // self-attention call (layer, step, CFG branch, density, relative L2 error, recall).
+  std::vector<sparse::AttentionRecord> attention_records;
 };
 
 struct EvalReport {
@@ -60,6 +68,7 @@ struct EvalReport {
   std::string config_spec, reference_spec;
   EvalConfig config, reference;
   bool same_as_reference = true;
+  bool attention_metrics = false;  // records were collected (speed includes dense shadow runs)
   std::string cache_dir;
   int reference_generated = 0, reference_cached = 0;
   std::vector<ClipResult> clips;

@@ -78,9 +78,6 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   const auto vae = wan::VaeCheckpoint::open(o.files.vae);
   vae.require_loadable();
   wan::Tokenizer::open(o.files.tokenizer);  // fails early on a bad tokenizer path
-  if (o.attention != "dense")
-    throw_input_error("attention: unknown method '", o.attention,
-                      "' (expected dense; sparse attention is not implemented yet)");
 
   const wan::DitConfig& dc = dit.config();
   const wan::T5Config& tc = t5.config();
@@ -260,7 +257,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
     const auto ck = wan::DitCheckpoint::open(plan.files.dit);
     wan::WanDit dit(ck.config(), ck.loader(), o.precision);
     ck.source().release_resident_pages();
-    dit.set_attention(attention->name() == "dense" ? nullptr : attention);
+    dit.set_attention(attention->name() == "dense" ? nullptr : attention, o.attention_diagnostics);
     const Tensor noise = torch_randn(o.seed, Shape{g.channels, g.frames, g.height, g.width});
     progress.begin_phase("denoise", o.denoise.steps, "step");
     double step_seconds = 0;

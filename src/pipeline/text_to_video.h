@@ -50,6 +50,9 @@ struct GenerateOptions {
   std::string attention = "dense";
   // When set, used instead of `attention` (e.g. a calibration tool's instrumented policy).
   std::shared_ptr<sparse::AttentionPolicy> attention_policy;
+  // When set (and the policy is not dense), every self-attention call also runs dense attention
+  // and appends its error / recall record here (sparse/sparse_attention.h); slows the run.
+  sparse::AttentionDiagnostics* attention_diagnostics = nullptr;
   std::vector<std::string> command_line;  // argv, recorded in the sidecar
   // Sees every chunk of decoded frames ([3, n, H, W] F32, raw) after the writer got it.
   std::function<void(const Tensor& frames)> on_frames;

@@ -20,11 +20,25 @@ std::string error_of(const std::string& spec) {
 TEST(ConfigSpec, DefaultIsTheModelsDefaults) {
   EXPECT_EQ(parse_config_spec("default", tiny_defaults(), "--config"), tiny_defaults());
   EXPECT_EQ(tiny_defaults().canonical(),
-            "attention=dense,frames=17,guide=5,precision=fp32,sampler=unipc,shift=5,"
-            "size=256x256,steps=20");
+            "frames=17,guide=5,precision=fp32,sampler=unipc,shift=5,size=256x256,steps=20,"
+            "attention=dense");
   EXPECT_EQ(wan21_defaults().canonical(),
-            "attention=dense,frames=81,guide=5,precision=bf16,sampler=unipc,shift=5,"
-            "size=832x480,steps=50");
+            "frames=81,guide=5,precision=bf16,sampler=unipc,shift=5,size=832x480,steps=50,"
+            "attention=dense");
+}
+
+// An --attention spec has commas of its own: `attention` takes the rest of the spec, and the
+// canonical text (what the cache is keyed on) is the policy's canonical name, last.
+TEST(ConfigSpec, AttentionTakesTheRestOfTheSpec) {
+  const EvalConfig c =
+      parse_config_spec("steps=8,attention=window:3,8,8:tile=1,8,8", tiny_defaults(), "--config");
+  EXPECT_EQ(c.steps, 8);
+  EXPECT_NE(c.attention.find("window:3,8,8"), std::string::npos) << c.attention;
+  const std::string tail = ",attention=" + c.attention;
+  ASSERT_GT(c.canonical().size(), tail.size());
+  EXPECT_EQ(c.canonical().substr(c.canonical().size() - tail.size()), tail) << c.canonical();
+  EXPECT_EQ(parse_config_spec(c.canonical(), tiny_defaults(), "--config"), c);
+  EXPECT_NE(error_of("attention=window:0,8,8").find("--config attention"), std::string::npos);
 }
 
 TEST(ConfigSpec, KeysOverrideDefaults) {
@@ -41,8 +55,8 @@ TEST(ConfigSpec, KeysOverrideDefaults) {
   EXPECT_EQ(c.height, 64);
   EXPECT_EQ(c.frames, 9);
   EXPECT_EQ(c.canonical(),
-            "attention=dense,frames=9,guide=0,precision=bf16,sampler=euler,shift=3.5,"
-            "size=128x64,steps=8");
+            "frames=9,guide=0,precision=bf16,sampler=euler,shift=3.5,size=128x64,steps=8,"
+            "attention=dense");
   // A leading "default" changes nothing; the canonical text reads back to the same config.
   EXPECT_EQ(parse_config_spec("default,steps=8,shift=3.5,guide=0,sampler=euler,precision=bf16,"
                               "size=128x64,frames=9",

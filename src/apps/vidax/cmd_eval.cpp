@@ -29,7 +29,7 @@ struct EvalArgs {
   std::string model, config = "default", against = "default", suite = "default", prompts;
   std::string negative_prompt, cache, defaults = "auto";
   bool negative_given = false, no_cache = false, json = false, ground_truth = false;
-  bool per_clip = false, quiet = false;
+  bool per_clip = false, quiet = false, attention_metrics = false;
   int seeds = 0;  // 0: the suite's own
 };
 
@@ -88,6 +88,7 @@ void run_eval_command(const EvalArgs& a) {
     rq.config_spec = a.config;
     rq.reference_spec = a.against;
     rq.suite = std::move(suite);
+    rq.attention_metrics = a.attention_metrics;
     rq.cache_dir =
         a.no_cache ? std::string() : (a.cache.empty() ? eval::default_cache_dir() : a.cache);
     rq.log = log;
@@ -132,6 +133,9 @@ void register_eval(CLI::App& app) {
   cmd->add_flag("--ground-truth", a->ground_truth,
                 "score the synthetic world's own renders of the suite (validates the analyzer)");
   cmd->add_flag("--json", a->json, "print one JSON object on stdout");
+  cmd->add_flag("--attention-metrics", a->attention_metrics,
+                "per layer and step: relative L2 error of the attention output against dense and "
+                "the attention mass the mask keeps (runs dense beside every sparse call)");
   cmd->add_flag("--per-clip", a->per_clip, "table: one line per clip before the summary");
   cmd->add_flag("--quiet", a->quiet, "no progress lines on stderr");
   cmd->callback([a] { run_eval_command(*a); });
