@@ -17,10 +17,21 @@
 
 namespace vidax::wan {
 
+// f32 scratch in its own page mapping (PageBuffer). The decoder's activations and staging
+// buffers are 5-150 MB each and short-lived; from the heap, the ones under glibc's (moving) mmap
+// threshold would leave freed-but-resident holes that grow the peak over a long clip.
+struct FloatPages {
+  PageBuffer mem;
+  FloatPages() = default;
+  explicit FloatPages(size_t n) : mem(n * sizeof(float)) {}
+  float* data() { return reinterpret_cast<float*>(mem.data()); }
+  const float* data() const { return reinterpret_cast<const float*>(mem.data()); }
+};
+
 // Frames of one stream, channels-last [t, h, w, c] f32.
 struct Frames {
   int64_t t = 0, h = 0, w = 0, c = 0;
-  Buffer<float> data;
+  FloatPages data;
 
   static Frames make(int64_t t, int64_t h, int64_t w, int64_t c);
   int64_t frame_elems() const { return h * w * c; }

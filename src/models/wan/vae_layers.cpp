@@ -14,7 +14,7 @@ namespace vidax::wan {
 Frames Frames::make(int64_t t, int64_t h, int64_t w, int64_t c) {
   Frames f;
   f.t = t, f.h = h, f.w = w, f.c = c;
-  f.data.resize(static_cast<size_t>(std::max<int64_t>(t * h * w * c, 1)));
+  f.data = FloatPages(static_cast<size_t>(std::max<int64_t>(t * h * w * c, 1)));
   return f;
 }
 
@@ -96,7 +96,7 @@ Frames CausalConv::run(const RunCtx& ctx, int64_t t, int64_t h, int64_t w, const
   const size_t item = dtype_size(conv_.compute_dtype());
   const size_t frame_bytes = static_cast<size_t>(h * w * cin_) * item;
   if (carry_ == 0) {
-    Buffer<std::byte> staging(frame_bytes * static_cast<size_t>(t));
+    PageBuffer staging(frame_bytes * static_cast<size_t>(t));
     fill(staging.data());
     Frames out;
     if (residual == nullptr)
@@ -146,7 +146,7 @@ Frames CausalConv::run_partial(Slot& s, int64_t t, int64_t h, int64_t w, const F
   const size_t item = dtype_size(conv_.compute_dtype());
   Frames taps = Frames::make(t, ho, wo, kt_ * cout_);  // [t, h', w', kT * C_out]: tap-major
   {
-    Buffer<std::byte> staging(static_cast<size_t>(t * h * w * cin_) * item);
+    PageBuffer staging(static_cast<size_t>(t * h * w * cin_) * item);
     fill(staging.data());
     conv_.forward(staging.data(), t, h, w, taps.data.data());
   }
@@ -216,7 +216,7 @@ Frames VaeResBlock::forward(Frames x, const RunCtx& ctx) {
 Frames VaeAttention::forward(const Frames& x) {
   Frames y = Frames::make(x.t, x.h, x.w, c);
   const int64_t n = x.h * x.w;
-  Buffer<float> xn(static_cast<size_t>(n * c)), qkv_buf(static_cast<size_t>(n * 3 * c)),
+  FloatPages xn(static_cast<size_t>(n * c)), qkv_buf(static_cast<size_t>(n * 3 * c)),
       att(static_cast<size_t>(n * c));
   for (int64_t f = 0; f < x.t; ++f) {
     rms_norm_channels(x.frame(f), xn.data(), DType::kF32, n, c, gamma.data(), false);
@@ -260,13 +260,13 @@ Frames VaeResample::forward(Frames x, const RunCtx& ctx) {
   if (mode == VaeResampleMode::kUp2d || mode == VaeResampleMode::kUp3d) {
     // Convert first, then upsample in the compute dtype: the 4x larger buffer is only built
     // once, in bf16 on the bf16 path.
-    Buffer<std::byte> small(static_cast<size_t>(x.rows() * dim) * item);
+    PageBuffer small(static_cast<size_t>(x.rows() * dim) * item);
     fill_converted(x.data.data(), x.rows() * dim, compute, small.data());
     const int64_t t = x.t, h = x.h, w = x.w;
     x = Frames();
-    Buffer<std::byte> up(static_cast<size_t>(t * 4 * h * w * dim) * item);
+    PageBuffer up(static_cast<size_t>(t * 4 * h * w * dim) * item);
     upsample_nearest2x_bytes(small.data(), up.data(), t, h, w, dim * static_cast<int64_t>(item));
-    small = Buffer<std::byte>();
+    small = PageBuffer();
     Frames out = Frames::make(t, 2 * h, 2 * w, out_dim);
     spatial.forward(up.data(), t, 2 * h, 2 * w, out.data.data());
     return out;
@@ -274,13 +274,13 @@ Frames VaeResample::forward(Frames x, const RunCtx& ctx) {
   // Downsampling: per-frame 3x3 stride-2 conv, then (3d) the strided time conv.
   Frames s = Frames::make(x.t, spatial.out_height(x.h), spatial.out_width(x.w), dim);
   {
-    Buffer<std::byte> in(static_cast<size_t>(x.rows() * dim) * item);
+    PageBuffer in(static_cast<size_t>(x.rows() * dim) * item);
     fill_converted(x.data.data(), x.rows() * dim, compute, in.data());
     spatial.forward(in.data(), x.t, x.h, x.w, s.data.data());
   }
   if (mode == VaeResampleMode::kDown2d) return s;
   const size_t frame_bytes = static_cast<size_t>(s.frame_elems()) * item;
-  Buffer<std::byte> staging(frame_bytes * static_cast<size_t>(s.t + 1));
+  PageBuffer staging(frame_bytes * static_cast<size_t>(s.t + 1));
   fill_converted(s.data.data(), s.rows() * dim, compute, staging.data() + frame_bytes);
   Frames out;
   if (!slot.seen) {
