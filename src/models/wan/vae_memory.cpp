@@ -86,13 +86,17 @@ int64_t WanVae::decode_peak_bytes(const VaeConfig& config, int64_t height, int64
     if (rs.mode == VaeResampleMode::kUp3d) {
       conv_cache(rs.dim, 2 * rs.dim);
       frames = 2;
+      // time conv: its input, the new frame in its window, its output (2C); then the output and
+      // the frames interleaved from it
+      act = std::max(act, px * std::max(rs.dim * 4 + rs.dim * item + 2 * rs.dim * 4,
+                                        rs.dim * 4 + 2 * rs.dim * 4 + 2 * rs.dim * 4));
     }
     if (rs.mode == VaeResampleMode::kUp2d || rs.mode == VaeResampleMode::kUp3d) {
-      // time conv output (2C) and its interleaved frames; then per frame: the converted input,
-      // its 2x upsampled copy (compute dtype) and the conv output (f32)
-      act =
-          std::max(act, px * rs.dim * 4 * 4 +
-                            frames * px * (rs.dim * item + 4 * rs.dim * item + 4 * rs.out_dim * 4));
+      // per frame: input + its converted copy; that + the 2x upsampled copy (compute dtype);
+      // the upsampled copy + the conv output (f32)
+      act = std::max(act, frames * px *
+                              std::max({rs.dim * 4 + rs.dim * item, 5 * rs.dim * item,
+                                        4 * rs.dim * item + 4 * rs.out_dim * 4}));
       px *= 4;
       if (frames > 1) parents += (frames - 1) * px * rs.out_dim * 4;  // waiting to continue
       frames = 1;
