@@ -2,6 +2,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -9,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/buffer.h"
 #include "core/convert.h"
 
 namespace vidax {
@@ -53,7 +55,8 @@ struct Conv3d::Impl {
     std::shared_ptr<Storage> data;
   };
   mutable std::mutex mu;
-  mutable std::map<std::tuple<int64_t, int64_t, int64_t>, Entry> cache;  // (t, h, w)
+  mutable std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Entry>
+      cache;                          // (t, h, w, accumulate)
   mutable std::deque<Packed> packed;  // every layout a primitive asked for (stable refs)
 
   int64_t out_dim(int64_t in, int axis, int64_t pad_lo, int64_t pad_hi) const {
@@ -69,9 +72,9 @@ struct Conv3d::Impl {
            pad_lo;
   }
 
-  const Entry& entry(int64_t t, int64_t h, int64_t w) const {
+  const Entry& entry(int64_t t, int64_t h, int64_t w, bool accumulate) const {
     std::lock_guard<std::mutex> lock(mu);
-    auto key = std::make_tuple(t, h, w);
+    auto key = std::make_tuple(t, h, w, accumulate);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
     const int64_t to = out_dim(t, 0, 0, 0);
@@ -86,18 +89,28 @@ struct Conv3d::Impl {
     const memory::dims pad_l = {0, p.pad_top, p.pad_left};
     const memory::dims pad_r = {0, effective_pad_hi(h, 1, p.pad_top, ho),
                                 effective_pad_hi(w, 2, p.pad_left, wo)};
+    // This oneDNN build gives every primitive its own scratchpad in library mode (concurrent
+    // execution), a few MB each and dozens of primitives per model; the caller's thread-local
+    // scratch (forward) is shared by all of them instead.
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (accumulate) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.0f);
+      attr.set_post_ops(ops);
+    }
     dnnl::convolution_forward::primitive_desc pd;
     if (bias.defined()) {
       memory::desc b({cout}, memory::data_type::f32, memory::format_tag::x);
       pd = {dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                             dnnl::algorithm::convolution_direct, src, wei, b, dst,
                                             strides, pad_l, pad_r),
-            cpu_engine()};
+            attr, cpu_engine()};
     } else {
       pd = {dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                             dnnl::algorithm::convolution_direct, src, wei, dst,
                                             strides, pad_l, pad_r),
-            cpu_engine()};
+            attr, cpu_engine()};
     }
     const memory::desc want = pd.weights_desc();
     bool have = false;
@@ -203,9 +216,10 @@ int64_t Conv3d::out_width(int64_t w) const {
   return impl_->out_dim(w, 2, impl_->p.pad_left, impl_->p.pad_right);
 }
 
-void Conv3d::forward(const void* src, int64_t t_in, int64_t h, int64_t w, float* dst) const {
+void Conv3d::forward(const void* src, int64_t t_in, int64_t h, int64_t w, float* dst,
+                     bool accumulate) const {
   VIDAX_CHECK(impl_ != nullptr, "forward on an empty Conv3d");
-  const Impl::Entry& e = impl_->entry(t_in, h, w);
+  const Impl::Entry& e = impl_->entry(t_in, h, w, accumulate);
   const Impl::Packed& wei = impl_->packed_for(e.weights_md);
   memory src_mem(e.src_md, cpu_engine(), const_cast<void*>(src));
   memory wei_mem(wei.md, cpu_engine(), wei.data->data());
@@ -216,13 +230,18 @@ void Conv3d::forward(const void* src, int64_t t_in, int64_t h, int64_t w, float*
     memory::desc b({impl_->cout}, memory::data_type::f32, memory::format_tag::x);
     args.emplace(DNNL_ARG_BIAS, memory(b, cpu_engine(), const_cast<void*>(impl_->bias.raw_data())));
   }
+  // One grow-only scratchpad per calling thread, shared by every primitive (a few MB).
+  thread_local Buffer<std::byte> scratch;
+  const memory::desc scratch_md = e.pd.scratchpad_desc();
+  scratch.resize(std::max<size_t>(scratch_md.get_size(), 1));
+  args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_md, cpu_engine(), scratch.data()));
   dnnl::stream s(cpu_engine());
   e.prim.execute(s, args);
   s.wait();
 }
 
 std::string Conv3d::implementation(int64_t t_in, int64_t h, int64_t w) const {
-  const Impl::Entry& e = impl_->entry(t_in, h, w);
+  const Impl::Entry& e = impl_->entry(t_in, h, w, false);
   return e.pd.impl_info_str();
 }
 

@@ -14,6 +14,9 @@
 // f32 input, weights and accumulation. Compute BF16: bf16 input and weights, f32 accumulation,
 // f32 output (AMX on machines that have it).
 //
+// Scratch memory: every primitive runs on one grow-only scratchpad per calling thread (the size
+// of the largest primitive's), not one scratchpad per primitive.
+//
 // Thread-safety: forward() may be called from several threads (the primitive cache is guarded);
 // oneDNN parallelises each call over the shared OpenMP pool.
 #pragma once
@@ -56,7 +59,10 @@ class Conv3d {
 
   // src [t_in, h, w, C_in] contiguous (f32 for compute F32, BFloat16 for BF16);
   // dst [t_out, h_out, w_out, C_out] f32. Requires t_in >= kT and a non-empty output.
-  void forward(const void* src, int64_t t_in, int64_t h, int64_t w, float* dst) const;
+  // accumulate: dst += conv(src) (+ bias) instead of dst = ... (oneDNN's sum post-op), so a
+  // residual add needs no second output buffer.
+  void forward(const void* src, int64_t t_in, int64_t h, int64_t w, float* dst,
+               bool accumulate = false) const;
 
   // Name of the oneDNN implementation picked for an input extent ("brg:avx512_core_amx", ...).
   std::string implementation(int64_t t_in, int64_t h, int64_t w) const;

@@ -312,6 +312,13 @@ TEST(VaeConfig, PresetsAndEstimates) {
   EXPECT_GT(tiled, big * 8 / 10);
   EXPECT_LT(tiled, big * 13 / 10);
   EXPECT_GT(WanVae::encode_peak_bytes(v21, 480, 832, Precision::kFP32), 0);
+  // The bf16 832x480 decode (issue 3's "under 3 GiB"): carried state 1.75 GB untiled, x1.15
+  // with 2x2 tiles; the estimate must stay under the target it is used to check.
+  const int64_t b16_tiled = WanVae::decode_peak_bytes(v21, 480, 832, Precision::kBF16, {32, 56, 4});
+  std::printf("decode estimate 832x480 bf16: untiled %.3f GB, 2x2 tiles %.3f GB\n", big16 / 1e9,
+              b16_tiled / 1e9);
+  EXPECT_LT(big16, int64_t{3} << 30);
+  EXPECT_LT(b16_tiled, int64_t{3} << 30);
   EXPECT_FALSE(vae_preset("wan9-vae").has_value());
 }
 

@@ -101,5 +101,32 @@ TEST(Conv3d, PrimitiveCacheServesChangingExtents) {
   EXPECT_FALSE(conv.implementation(3, 5, 6).empty());
 }
 
+TEST(Conv3d, AccumulateAddsIntoTheDestination) {
+  // accumulate = true: dst += conv(src) + bias (a residual add without a second buffer), next to
+  // the plain primitive of the same extent, both dtypes, with and without bias.
+  const Tensor weight = random_tensor(Shape{7, 5, 3, 3, 3}, 31, 0.3f);
+  const Tensor bias = random_tensor(Shape{7}, 32);
+  const Tensor x = random_tensor(Shape{4, 6, 5, 5}, 33);
+  const Tensor prior = random_tensor(Shape{2, 6, 5, 7}, 34);
+  for (DType compute : {DType::kF32, DType::kBF16})
+    for (bool with_bias : {true, false}) {
+      const Tensor b = with_bias ? bias : Tensor();
+      Conv3d conv(weight, b, pad(1, 1, 1, 1), compute);
+      const Tensor xin = x.to(compute);
+      const Tensor ref = conv3d_reference(xin.to(DType::kF32), weight.to(compute), b,
+                                          pad(1, 1, 1, 1));  // [2, 6, 5, 7]
+      Tensor plain = Tensor::zeros(ref.shape());
+      conv.forward(xin.raw_data(), 4, 6, 5, plain.mutable_data<float>());
+      Tensor acc = prior.clone();
+      conv.forward(xin.raw_data(), 4, 6, 5, acc.mutable_data<float>(), /*accumulate=*/true);
+      Tensor expect = ref.clone();
+      float* e = expect.mutable_data<float>();
+      for (int64_t i = 0; i < expect.numel(); ++i) e[i] += prior.data<float>()[i];
+      const double tol = compute == DType::kF32 ? 1e-5 : 1e-4;
+      EXPECT_TRUE(all_close(plain, ref, tol, tol, "plain"));
+      EXPECT_TRUE(all_close(acc, expect, tol, tol, "accumulated"));
+    }
+}
+
 }  // namespace
 }  // namespace vidax

@@ -26,7 +26,7 @@ CausalConv causal(const WeightFn& w, const std::string& name, DType compute) {
   const Tensor k = w(name + ".weight");
   p.pad_top = p.pad_bottom = k.dim(3) / 2;
   p.pad_left = p.pad_right = k.dim(4) / 2;
-  return CausalConv(Conv3d(k, w(name + ".bias"), p, compute));
+  return CausalConv(k, w(name + ".bias"), p, compute);
 }
 
 VaeResBlock res_block(const WeightFn& w, const VaeResBlockDesc& d, DType compute) {
@@ -182,10 +182,10 @@ Tensor WanVae::encode(const Tensor& video_in, const CaptureFn& capture) {
     x = m.enc.conv_in.run(ctx, x.t, x.h, x.w, [&](void* dst) {
       fill_converted(x.data.data(), x.rows() * x.c, m.compute, dst);
     });
-    for (auto& s : m.enc.stages) x = s.forward(x, ctx, /*encoder=*/true);
-    x = m.enc.mid0.forward(x, ctx);
+    for (auto& s : m.enc.stages) x = s.forward(std::move(x), ctx, /*encoder=*/true);
+    x = m.enc.mid0.forward(std::move(x), ctx);
     x = m.enc.attn.forward(x);
-    x = m.enc.mid2.forward(x, ctx);
+    x = m.enc.mid2.forward(std::move(x), ctx);
     Frames o = m.head_forward(m.enc, std::move(x), ctx);
     VIDAX_CHECK(o.t == 1 && o.h == lh && o.w == lw && o.c == z2, "encoder chunk output ", o.t, "x",
                 o.h, "x", o.w, "x", o.c);
@@ -215,7 +215,7 @@ Tensor WanVae::encode(const Tensor& video_in, const CaptureFn& capture) {
 void WanVae::Impl::decode_from_stage(size_t stage, Frames x, const RunCtx& ctx,
                                      const std::function<void(Frames&&)>& emit) {
   for (; stage < dec.stages.size(); ++stage) {
-    x = dec.stages[stage].forward(x, ctx, /*encoder=*/false);
+    x = dec.stages[stage].forward(std::move(x), ctx, /*encoder=*/false);
     if (x.t > 1) {
       // Causal layers give the same result frame by frame: continue one frame at a time so
       // only one frame's activations exist at the higher resolutions. Split first and drop the
@@ -238,9 +238,9 @@ void WanVae::Impl::decode_latent_frame(const Frames& zf, const RunCtx& ctx,
   Frames x = dec.conv_in.run(ctx, zf.t, zf.h, zf.w, [&](void* dst) {
     fill_converted(zf.data.data(), zf.rows() * zf.c, compute, dst);
   });
-  x = dec.mid0.forward(x, ctx);
+  x = dec.mid0.forward(std::move(x), ctx);
   x = dec.attn.forward(x);
-  x = dec.mid2.forward(x, ctx);
+  x = dec.mid2.forward(std::move(x), ctx);
   decode_from_stage(0, std::move(x), ctx, emit);
 }
 

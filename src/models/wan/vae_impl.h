@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/page_buffer.h"
 #include "kernels/cpu/gemm.h"
 #include "models/wan/vae.h"
 #include "models/wan/vae_tensors.h"
@@ -16,10 +17,21 @@
 
 namespace vidax::wan {
 
+// f32 scratch in its own page mapping (PageBuffer). The decoder's activations and staging
+// buffers are 5-150 MB each and short-lived; from the heap, the ones under glibc's (moving) mmap
+// threshold would leave freed-but-resident holes that grow the peak over a long clip.
+struct FloatPages {
+  PageBuffer mem;
+  FloatPages() = default;
+  explicit FloatPages(size_t n) : mem(n * sizeof(float)) {}
+  float* data() { return reinterpret_cast<float*>(mem.data()); }
+  const float* data() const { return reinterpret_cast<const float*>(mem.data()); }
+};
+
 // Frames of one stream, channels-last [t, h, w, c] f32.
 struct Frames {
   int64_t t = 0, h = 0, w = 0, c = 0;
-  Buffer<float> data;
+  FloatPages data;
 
   static Frames make(int64_t t, int64_t h, int64_t w, int64_t c);
   int64_t frame_elems() const { return h * w * c; }
@@ -37,24 +49,54 @@ struct RunCtx {
 // Writes `t` frames [t, h, w, C_in] in the conv's compute dtype to `dst`.
 using FillFn = std::function<void(void* dst)>;
 
-// A causal conv (kT = 1 or 3, time stride 1) carrying its last kT - 1 input frames per slot;
-// a fresh slot carries zeros, which equals the reference's front zero padding.
+// A causal conv (time stride 1) over a stream of frames, with one state slot per stream. A
+// fresh slot carries zeros, which equals the reference's front zero padding. The past is
+// carried in one of two forms, picked at construction by size:
+//  - input frames (the usual case): the last kT - 1 input frames in the compute dtype, at the
+//    front of a page-backed window; the new frames are written behind them, the conv reads the
+//    window in place, the newest kT - 1 frames move to the front and the window's other pages
+//    are released. Only the new frames are resident on top of the carry (no staging copy);
+//  - output partial sums (few output channels: the heads, 96 -> 3 or 384 -> 32): the conv runs
+//    as one 2-D conv with kT * C_out outputs (one group per time tap) on the new frames only,
+//    and the slot keeps, per future output frame, the f32 sum of the taps already seen (kT - 1
+//    frames of C_out channels instead of kT - 1 frames of C_in).
+// The size rule behind the choice (shared with the memory estimates): partial sums cost
+// (kT - 1) * C_out f32 per pixel, input frames (kT - 1) * C_in in the compute dtype; take them
+// when they are at most half the size.
+inline bool causal_conv_carries_partial_sums(int64_t kt, int64_t cin, int64_t cout, int64_t item) {
+  return kt > 1 && cout * 4 * 2 <= cin * item;
+}
+
 class CausalConv {
  public:
   CausalConv() = default;
-  explicit CausalConv(Conv3d conv);
-  Frames run(const RunCtx& ctx, int64_t t, int64_t h, int64_t w, const FillFn& fill);
+  // weight [C_out, C_in, kT, kH, kW], bias [C_out]; spatial padding from `params`.
+  CausalConv(const Tensor& weight, const Tensor& bias, const Conv3dParams& params, DType compute);
+  // t new frames [t, h, w, C_in] written by `fill` -> [t, h', w', C_out] f32. With `residual`
+  // (same shape as the output), the conv output is added into it in place and it is returned.
+  Frames run(const RunCtx& ctx, int64_t t, int64_t h, int64_t w, const FillFn& fill,
+             Frames* residual = nullptr);
   void reset() { slots_.clear(); }
-  const Conv3d& conv() const { return conv_; }
-  size_t cache_bytes() const;
+  bool carries_partial_sums() const { return partial_; }
+  int64_t in_channels() const { return cin_; }
+  DType compute_dtype() const { return conv_.compute_dtype(); }
+  size_t weight_bytes() const;
+  size_t cache_bytes() const;  // resident carried state of all slots
 
  private:
   struct Slot {
-    Buffer<std::byte> frames;  // [carry, h, w, C_in] in the compute dtype
+    // input frames: [carry + t, h, w, C_in] window, compute dtype, only `carry` frames resident
+    // between calls; partial sums: [carry, h', w', C_out] f32.
+    PageBuffer frames;
     int64_t h = -1, w = -1;
+    size_t resident = 0;
   };
-  Conv3d conv_;
-  int64_t carry_ = 0;
+  Frames run_partial(Slot& s, int64_t t, int64_t h, int64_t w, const FillFn& fill,
+                     Frames* residual);
+  Conv3d conv_;  // the (kT, kH, kW) conv, or in partial mode the 2-D conv of the stacked taps
+  int64_t kt_ = 1, cin_ = 0, cout_ = 0, carry_ = 0;
+  bool partial_ = false;
+  std::vector<float> bias_;  // partial mode (the taps conv has none)
   std::vector<Slot> slots_;
 };
 
@@ -67,7 +109,9 @@ struct VaeResBlock {
   CausalConv conv1, conv2;
   PackedLinear shortcut;  // 1x1x1 when in != out
   DType compute = DType::kF32;
-  Frames forward(const Frames& x, const RunCtx& ctx);
+  // Consumes x: without a shortcut conv its buffer receives the output (conv2 accumulates into
+  // the residual in place).
+  Frames forward(Frames x, const RunCtx& ctx);
 };
 
 // Single-head self-attention over the pixels of each frame (the middle block).
@@ -102,7 +146,7 @@ struct VaeStage {
   VaeResample resample;
   int64_t in = 0, out = 0;
   int64_t shortcut_t = 0, shortcut_s = 0;  // Wan 2.2 AvgDown3D / DupUp3D (0: none)
-  Frames forward(const Frames& x, const RunCtx& ctx, bool encoder);
+  Frames forward(Frames x, const RunCtx& ctx, bool encoder);
   void reset();
 };
 

@@ -14,7 +14,7 @@ namespace vidax::wan {
 Frames Frames::make(int64_t t, int64_t h, int64_t w, int64_t c) {
   Frames f;
   f.t = t, f.h = h, f.w = w, f.c = c;
-  f.data.resize(static_cast<size_t>(std::max<int64_t>(t * h * w * c, 1)));
+  f.data = FloatPages(static_cast<size_t>(std::max<int64_t>(t * h * w * c, 1)));
   return f;
 }
 
@@ -40,60 +40,175 @@ void fill_converted(const float* x, int64_t n, DType dtype, void* dst) {
 
 // --- CausalConv ---
 
-CausalConv::CausalConv(Conv3d conv) : conv_(std::move(conv)), carry_(conv_.kernel()[0] - 1) {}
+namespace {
+
+// memcpy split over the OpenMP threads (frames at the full resolution are ~77 MB in bf16).
+void copy_bytes(std::byte* dst, const std::byte* src, size_t n) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  const auto chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < chunks; ++i) {
+    const size_t off = static_cast<size_t>(i) * kChunk;
+    std::memcpy(dst + off, src + off, std::min(kChunk, n - off));
+  }
+}
+
+}  // namespace
+
+CausalConv::CausalConv(const Tensor& weight, const Tensor& bias, const Conv3dParams& params,
+                       DType compute)
+    : kt_(weight.dim(2)), cin_(weight.dim(1)), cout_(weight.dim(0)), carry_(weight.dim(2) - 1) {
+  VIDAX_CHECK(weight.rank() == 5, "causal conv weight must be 5-D, got ", weight.describe());
+  partial_ =
+      causal_conv_carries_partial_sums(kt_, cin_, cout_, static_cast<int64_t>(dtype_size(compute)));
+  if (!partial_) {
+    conv_ = Conv3d(weight, bias, params, compute);
+    return;
+  }
+  // Stack the time taps as output channels: taps[k * C_out + o] = weight[o, :, k].
+  const Tensor wf = weight.to(DType::kF32).contiguous();
+  const int64_t kh = weight.dim(3), kw = weight.dim(4), plane = kh * kw;
+  Tensor taps = Tensor::zeros(Shape{kt_ * cout_, cin_, kh, kw});
+  const float* src = wf.data<float>();
+  float* dst = taps.mutable_data<float>();
+  for (int64_t o = 0; o < cout_; ++o)
+    for (int64_t i = 0; i < cin_; ++i)
+      for (int64_t k = 0; k < kt_; ++k)
+        std::memcpy(dst + ((k * cout_ + o) * cin_ + i) * plane,
+                    src + ((o * cin_ + i) * kt_ + k) * plane,
+                    static_cast<size_t>(plane) * sizeof(float));
+  conv_ = Conv3d(taps, Tensor(), params, compute);
+  bias_ = bias.defined() ? bias.to_float_vector() : std::vector<float>(cout_, 0.0f);
+}
+
+size_t CausalConv::weight_bytes() const {
+  return conv_.weight_bytes() + bias_.size() * sizeof(float);
+}
 
 size_t CausalConv::cache_bytes() const {
   size_t n = 0;
-  for (const auto& s : slots_) n += s.frames.size();
+  for (const auto& s : slots_) n += s.resident;
   return n;
 }
 
-Frames CausalConv::run(const RunCtx& ctx, int64_t t, int64_t h, int64_t w, const FillFn& fill) {
+Frames CausalConv::run(const RunCtx& ctx, int64_t t, int64_t h, int64_t w, const FillFn& fill,
+                       Frames* residual) {
   const size_t item = dtype_size(conv_.compute_dtype());
-  const size_t frame_bytes = static_cast<size_t>(h * w * conv_.in_channels()) * item;
-  Buffer<std::byte> staging(frame_bytes * static_cast<size_t>(carry_ + t));
-  if (carry_ > 0) {
-    if (slots_.size() <= ctx.slot) slots_.resize(ctx.slot + 1);
-    Slot& s = slots_[ctx.slot];
-    if (s.h < 0) {
-      std::memset(staging.data(), 0, frame_bytes * static_cast<size_t>(carry_));
-    } else {
-      VIDAX_CHECK(s.h == h && s.w == w, "causal conv: frame size changed within a stream");
-      std::memcpy(staging.data(), s.frames.data(), frame_bytes * static_cast<size_t>(carry_));
-    }
+  const size_t frame_bytes = static_cast<size_t>(h * w * cin_) * item;
+  if (carry_ == 0) {
+    PageBuffer staging(frame_bytes * static_cast<size_t>(t));
+    fill(staging.data());
+    Frames out;
+    if (residual == nullptr)
+      out = Frames::make(t, conv_.out_height(h), conv_.out_width(w), cout_);
+    else
+      out = std::move(*residual);
+    conv_.forward(staging.data(), t, h, w, out.data.data(), residual != nullptr);
+    return out;
   }
-  fill(staging.data() + frame_bytes * static_cast<size_t>(carry_));
-  Frames out = Frames::make(t, conv_.out_height(h), conv_.out_width(w), conv_.out_channels());
-  conv_.forward(staging.data(), carry_ + t, h, w, out.data.data());
-  if (carry_ > 0) {
-    Slot& s = slots_[ctx.slot];
-    s.frames.resize(frame_bytes * static_cast<size_t>(carry_));
-    std::memcpy(s.frames.data(), staging.data() + frame_bytes * static_cast<size_t>(t),
-                frame_bytes * static_cast<size_t>(carry_));
-    s.h = h, s.w = w;
+  if (slots_.size() <= ctx.slot) slots_.resize(ctx.slot + 1);
+  Slot& s = slots_[ctx.slot];
+  if (s.h >= 0)
+    VIDAX_CHECK(s.h == h && s.w == w, "causal conv: frame size changed within a stream");
+  if (partial_) return run_partial(s, t, h, w, fill, residual);
+  const size_t carry_bytes = frame_bytes * static_cast<size_t>(carry_);
+  const size_t need = carry_bytes + frame_bytes * static_cast<size_t>(t);
+  if (s.frames.size() < need) {
+    // A fresh mapping reads as zeros: a new stream starts from zero frames.
+    PageBuffer grown(need);
+    if (s.h >= 0) copy_bytes(grown.data(), s.frames.data(), carry_bytes);
+    s.frames = std::move(grown);
+  }
+  fill(s.frames.data() + carry_bytes);  // [carry + t, h, w, C_in]
+  Frames out;
+  if (residual == nullptr)
+    out = Frames::make(t, conv_.out_height(h), conv_.out_width(w), cout_);
+  else
+    out = std::move(*residual);
+  VIDAX_CHECK(
+      out.t == t && out.h == conv_.out_height(h) && out.w == conv_.out_width(w) && out.c == cout_,
+      "causal conv: residual shape");
+  conv_.forward(s.frames.data(), carry_ + t, h, w, out.data.data(), residual != nullptr);
+  // Keep the newest `carry` frames at the front, frame by frame in ascending order (source
+  // frame k + t never overlaps destination frame k, and is not yet overwritten).
+  for (int64_t k = 0; k < carry_; ++k)
+    copy_bytes(s.frames.data() + frame_bytes * static_cast<size_t>(k),
+               s.frames.data() + frame_bytes * static_cast<size_t>(k + t), frame_bytes);
+  s.frames.release_from(carry_bytes);
+  s.h = h, s.w = w;
+  s.resident = carry_bytes;
+  return out;
+}
+
+Frames CausalConv::run_partial(Slot& s, int64_t t, int64_t h, int64_t w, const FillFn& fill,
+                               Frames* residual) {
+  const int64_t ho = conv_.out_height(h), wo = conv_.out_width(w), px = ho * wo;
+  const size_t item = dtype_size(conv_.compute_dtype());
+  Frames taps = Frames::make(t, ho, wo, kt_ * cout_);  // [t, h', w', kT * C_out]: tap-major
+  {
+    PageBuffer staging(static_cast<size_t>(t * h * w * cin_) * item);
+    fill(staging.data());
+    conv_.forward(staging.data(), t, h, w, taps.data.data());
+  }
+  const size_t partial_bytes = static_cast<size_t>(carry_ * px * cout_) * sizeof(float);
+  if (s.frames.size() < partial_bytes) s.frames = PageBuffer(partial_bytes);  // zeros
+  s.h = h, s.w = w;
+  s.resident = partial_bytes;
+  Frames out;
+  if (residual == nullptr) {
+    out = Frames::make(t, ho, wo, cout_);
+  } else {
+    out = std::move(*residual);
+    VIDAX_CHECK(out.t == t && out.h == ho && out.w == wo && out.c == cout_,
+                "causal conv: residual shape");
+  }
+  // part[j]: sum of the taps seen so far for the output j + 1 frames after the last one
+  // emitted. Frame x[s] contributes tap kT - 1 to out[s], tap kT - 2 - j to out[s + 1 + j].
+  auto* part = reinterpret_cast<float*>(s.frames.data());  // [carry, h', w', C_out]
+  const bool add = residual != nullptr;
+  const int64_t kt = kt_, cout = cout_, carry = carry_;
+  const float* bias = bias_.data();
+  for (int64_t f = 0; f < t; ++f) {
+    const float* a = taps.frame(f);
+    float* o = out.frame(f);
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < px; ++p) {
+      const float* ap = a + p * kt * cout;
+      for (int64_t c = 0; c < cout; ++c) {
+        const float y = bias[c] + part[p * cout + c] + ap[(kt - 1) * cout + c];
+        o[p * cout + c] = add ? o[p * cout + c] + y : y;
+        for (int64_t j = 0; j + 1 < carry; ++j)
+          part[(j * px + p) * cout + c] =
+              part[((j + 1) * px + p) * cout + c] + ap[(kt - 2 - j) * cout + c];
+        part[((carry - 1) * px + p) * cout + c] = ap[c];
+      }
+    }
   }
   return out;
 }
 
 // --- Residual block: x + conv2(silu(norm2(conv1(silu(norm1(x)))))), shortcut when widths differ.
 
-Frames VaeResBlock::forward(const Frames& x, const RunCtx& ctx) {
+Frames VaeResBlock::forward(Frames x, const RunCtx& ctx) {
   Frames a = conv1.run(ctx, x.t, x.h, x.w, [&](void* dst) {
     rms_norm_channels(x.data.data(), dst, compute, x.rows(), in, gamma1.data(), true);
   });
-  Frames b = conv2.run(ctx, a.t, a.h, a.w, [&](void* dst) {
-    rms_norm_channels(a.data.data(), dst, compute, a.rows(), out, gamma2.data(), true);
-    a = Frames();  // staged: free it before the conv output is allocated
-  });
-  const int64_t n = b.rows() * out;
+  // The residual (x, or its 1x1 projection) receives conv2's output in place.
+  Frames r;
   if (shortcut.defined()) {
-    Frames s = Frames::make(x.t, x.h, x.w, out);
-    shortcut.forward(x.data.data(), x.rows(), s.data.data());
-    add_rows(b.data.data(), s.data.data(), n);
+    r = Frames::make(x.t, x.h, x.w, out);
+    shortcut.forward(x.data.data(), x.rows(), r.data.data());
   } else {
-    add_rows(b.data.data(), x.data.data(), n);
+    r = std::move(x);
   }
-  return b;
+  x = Frames();
+  return conv2.run(
+      ctx, a.t, a.h, a.w,
+      [&](void* dst) {
+        rms_norm_channels(a.data.data(), dst, compute, a.rows(), out, gamma2.data(), true);
+        a = Frames();  // staged: free it before the conv runs
+      },
+      &r);
 }
 
 // --- Attention: per frame, q/k/v from one 1x1 conv, softmax(q k^T / sqrt(C)) v, 1x1 proj.
@@ -101,7 +216,7 @@ Frames VaeResBlock::forward(const Frames& x, const RunCtx& ctx) {
 Frames VaeAttention::forward(const Frames& x) {
   Frames y = Frames::make(x.t, x.h, x.w, c);
   const int64_t n = x.h * x.w;
-  Buffer<float> xn(static_cast<size_t>(n * c)), qkv_buf(static_cast<size_t>(n * 3 * c)),
+  FloatPages xn(static_cast<size_t>(n * c)), qkv_buf(static_cast<size_t>(n * 3 * c)),
       att(static_cast<size_t>(n * c));
   for (int64_t f = 0; f < x.t; ++f) {
     rms_norm_channels(x.frame(f), xn.data(), DType::kF32, n, c, gamma.data(), false);
@@ -145,13 +260,13 @@ Frames VaeResample::forward(Frames x, const RunCtx& ctx) {
   if (mode == VaeResampleMode::kUp2d || mode == VaeResampleMode::kUp3d) {
     // Convert first, then upsample in the compute dtype: the 4x larger buffer is only built
     // once, in bf16 on the bf16 path.
-    Buffer<std::byte> small(static_cast<size_t>(x.rows() * dim) * item);
+    PageBuffer small(static_cast<size_t>(x.rows() * dim) * item);
     fill_converted(x.data.data(), x.rows() * dim, compute, small.data());
     const int64_t t = x.t, h = x.h, w = x.w;
     x = Frames();
-    Buffer<std::byte> up(static_cast<size_t>(t * 4 * h * w * dim) * item);
+    PageBuffer up(static_cast<size_t>(t * 4 * h * w * dim) * item);
     upsample_nearest2x_bytes(small.data(), up.data(), t, h, w, dim * static_cast<int64_t>(item));
-    small = Buffer<std::byte>();
+    small = PageBuffer();
     Frames out = Frames::make(t, 2 * h, 2 * w, out_dim);
     spatial.forward(up.data(), t, 2 * h, 2 * w, out.data.data());
     return out;
@@ -159,13 +274,13 @@ Frames VaeResample::forward(Frames x, const RunCtx& ctx) {
   // Downsampling: per-frame 3x3 stride-2 conv, then (3d) the strided time conv.
   Frames s = Frames::make(x.t, spatial.out_height(x.h), spatial.out_width(x.w), dim);
   {
-    Buffer<std::byte> in(static_cast<size_t>(x.rows() * dim) * item);
+    PageBuffer in(static_cast<size_t>(x.rows() * dim) * item);
     fill_converted(x.data.data(), x.rows() * dim, compute, in.data());
     spatial.forward(in.data(), x.t, x.h, x.w, s.data.data());
   }
   if (mode == VaeResampleMode::kDown2d) return s;
   const size_t frame_bytes = static_cast<size_t>(s.frame_elems()) * item;
-  Buffer<std::byte> staging(frame_bytes * static_cast<size_t>(s.t + 1));
+  PageBuffer staging(frame_bytes * static_cast<size_t>(s.t + 1));
   fill_converted(s.data.data(), s.rows() * dim, compute, staging.data() + frame_bytes);
   Frames out;
   if (!slot.seen) {
@@ -185,9 +300,10 @@ Frames VaeResample::forward(Frames x, const RunCtx& ctx) {
 
 // --- Stage: residual blocks, resampler, and the Wan 2.2 shortcut around them.
 
-Frames VaeStage::forward(const Frames& x, const RunCtx& ctx, bool encoder) {
-  Frames h = res.front().forward(x, ctx);
-  for (size_t i = 1; i < res.size(); ++i) h = res[i].forward(h, ctx);
+Frames VaeStage::forward(Frames x, const RunCtx& ctx, bool encoder) {
+  // Wan 2.2 needs the stage input for its shortcut: the first block gets a copy.
+  Frames h = res.front().forward(shortcut_s == 0 ? std::move(x) : x.copy_frames(0, x.t), ctx);
+  for (size_t i = 1; i < res.size(); ++i) h = res[i].forward(std::move(h), ctx);
   h = resample.forward(std::move(h), ctx);
   if (shortcut_s == 0) return h;
   Frames s = Frames::make(h.t, h.h, h.w, out);

@@ -2,15 +2,19 @@
 // the same architecture description the model is built from. What they count:
 //  - weights: conv kernels with spatial/temporal extent in the compute dtype, 1x1 convs, norms
 //    and biases in f32, of the halves loaded (VaeParts);
-//  - carried frames: kT - 1 = 2 input frames per causal conv (compute dtype) and one frame per
-//    temporal downsampler, at the resolution the layer runs at;
-//  - activations: the largest set alive at once inside a residual block (input, staging with
-//    the carried frames, two outputs) at each resolution, plus the multi-frame parents the
-//    decoder keeps while it continues frame by frame, plus one decoded chunk;
-//  - a fixed allowance for the runtime (oneDNN scratchpads, code, allocator slack).
+//  - carried state per causal conv, at the resolution the layer runs at: kT - 1 = 2 input
+//    frames (compute dtype), or 2 frames of f32 partial outputs where the conv carries partial
+//    sums (the heads; same rule as CausalConv); one frame per temporal downsampler;
+//  - activations: the largest set alive at once inside a residual block (input, the new frames
+//    appended to the carried window, conv output, residual) or head at each resolution, plus
+//    the multi-frame parents the decoder keeps while it continues frame by frame, plus one
+//    decoded chunk;
+//  - a fixed allowance for the runtime (code, oneDNN's shared scratchpad and JIT kernels,
+//    attention scratch, allocator slack), measured at 832x480.
 #include <algorithm>
 
 #include "models/wan/vae.h"
+#include "models/wan/vae_impl.h"
 #include "models/wan/vae_tensors.h"
 
 namespace vidax::wan {
@@ -52,44 +56,56 @@ int64_t WanVae::decode_peak_bytes(const VaeConfig& config, int64_t height, int64
   const auto [nw, tw] = tiles(lw, options.tile_w);
   int64_t cache = 0, act = 0, parents = 0;
   int64_t px = th * tw;  // pixels of one frame at the current decoder level (one tile)
-  auto conv_cache = [&](int64_t cin) { cache += 2 * px * cin * item; };
-  auto block_peak = [&](int64_t cin, int64_t cout) {
-    // The block input stays alive throughout; conv1: staging (3 frames, compute) + output;
-    // conv2: its input is freed once staged, then staging + output; then the shortcut output.
-    const int64_t phase =
-        std::max({3 * cin * item + cout * 4, 3 * cout * item + cout * 4, 2 * cout * 4});
-    act = std::max(act, px * (cin * 4 + phase));
+  auto conv_cache = [&](int64_t cin, int64_t cout) {
+    cache +=
+        2 * px * (causal_conv_carries_partial_sums(3, cin, cout, item) ? cout * 4 : cin * item);
+  };
+  auto block_peak = [&](int64_t cin, int64_t cout, bool shortcut) {
+    // conv1: the block input, the new frame behind conv1's carried ones, conv1's output; the
+    // shortcut output (if any) while the input still exists; conv2: conv1's output while it is
+    // staged, the new frame, and the residual that conv2 accumulates into (the input itself
+    // without a shortcut).
+    const int64_t phase1 = cin * 4 + cin * item + cout * 4;
+    const int64_t phase_sc = shortcut ? cin * 4 + 2 * cout * 4 : 0;
+    const int64_t phase2 = 2 * cout * 4 + cout * item;
+    act = std::max(act, px * std::max({phase1, phase_sc, phase2}));
   };
   auto res = [&](int64_t cin, int64_t cout) {
-    conv_cache(cin);
-    conv_cache(cout);
-    block_peak(cin, cout);
+    conv_cache(cin, cout);
+    conv_cache(cout, cout);
+    block_peak(cin, cout, cin != cout);
   };
-  conv_cache(config.z_dim);
+  conv_cache(config.z_dim, a.dec_top);
   res(a.dec_top, a.dec_top);
   res(a.dec_top, a.dec_top);
-  act = std::max(act, px * a.dec_top * 4 * 6);  // attention: x, norm, qkv (3C), out
+  act = std::max(act, px * a.dec_top * 4 * 7);  // attention: x, norm, qkv (3C), att, out
   int64_t frames = 1;  // frames a level holds for one latent frame (before splitting)
   for (const auto& s : a.decoder) {
     for (const auto& r : s.res) res(r.in, r.out);
     const auto& rs = s.resample;
     if (rs.mode == VaeResampleMode::kUp3d) {
-      conv_cache(rs.dim);
+      conv_cache(rs.dim, 2 * rs.dim);
       frames = 2;
+      // time conv: its input, the new frame in its window, its output (2C); then the output and
+      // the frames interleaved from it
+      act = std::max(act, px * std::max(rs.dim * 4 + rs.dim * item + 2 * rs.dim * 4,
+                                        rs.dim * 4 + 2 * rs.dim * 4 + 2 * rs.dim * 4));
     }
     if (rs.mode == VaeResampleMode::kUp2d || rs.mode == VaeResampleMode::kUp3d) {
-      // time conv output (2C) and its interleaved frames; then per frame: the converted input,
-      // its 2x upsampled copy (compute dtype) and the conv output (f32)
-      act =
-          std::max(act, px * rs.dim * 4 * 4 +
-                            frames * px * (rs.dim * item + 4 * rs.dim * item + 4 * rs.out_dim * 4));
+      // per frame: input + its converted copy; that + the 2x upsampled copy (compute dtype);
+      // the upsampled copy + the conv output (f32)
+      act = std::max(act, frames * px *
+                              std::max({rs.dim * 4 + rs.dim * item, 5 * rs.dim * item,
+                                        4 * rs.dim * item + 4 * rs.out_dim * 4}));
       px *= 4;
       if (frames > 1) parents += (frames - 1) * px * rs.out_dim * 4;  // waiting to continue
       frames = 1;
     }
   }
-  conv_cache(a.dec_out);
-  block_peak(a.dec_out, config.io_channels());
+  // Head: its input, the input in the compute dtype, the per-tap outputs (or the plain output).
+  const int64_t head_out = config.io_channels();
+  conv_cache(a.dec_out, head_out);
+  act = std::max(act, px * (a.dec_out * 4 + a.dec_out * item + 3 * head_out * 4));
   const int64_t chunk_out = 3 * config.temporal_stride() * height * width * 4 * 2;
   const int64_t cached = cache * nh * nw;
   return weight_bytes(config, precision, parts) + cached + act + parents + chunk_out +
@@ -106,8 +122,11 @@ int64_t WanVae::encode_peak_bytes(const VaeConfig& config, int64_t height, int64
   int64_t cache = 0, act = 0;
   auto res = [&](int64_t cin, int64_t cout) {
     cache += 2 * px * (cin + cout) * item;
+    // As in decode_peak_bytes, for a chunk of t frames.
     act = std::max(
-        act, px * t * (cin * 4 + cin * item) + px * (t + 2) * cin * item + 2 * px * t * cout * 4);
+        act, px * t *
+                 std::max({cin * 4 + cin * item + cout * 4,
+                           cin != cout ? cin * 4 + 2 * cout * 4 : 0, 2 * cout * 4 + cout * item}));
   };
   cache += 2 * px * config.io_channels() * item;
   act = std::max(act, px * t * config.io_channels() * 4 * 2 + px * t * config.dim * 4);
@@ -122,6 +141,10 @@ int64_t WanVae::encode_peak_bytes(const VaeConfig& config, int64_t height, int64
   }
   res(a.enc_top, a.enc_top);
   res(a.enc_top, a.enc_top);
+  const int64_t head_out = 2 * config.z_dim;
+  cache += 2 * px *
+           (causal_conv_carries_partial_sums(3, a.enc_top, head_out, item) ? head_out * 4
+                                                                           : a.enc_top * item);
   return weight_bytes(config, precision, parts) + cache + act + kRuntimeBytes;
 }
 
