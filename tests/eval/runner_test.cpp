@@ -55,6 +55,37 @@ TEST(Runner, ConfigurationEqualToItsReferenceIsGeneratedOnce) {
   }
 }
 
+// A sparse configuration with --attention-metrics: one record per layer, step and CFG branch,
+// each with the window's density, a non-zero error against dense and a recall below 1; the
+// aggregate has one cell per (layer, step). A dense run records nothing.
+TEST(Runner, AttentionMetricsOfASparseConfiguration) {
+  REQUIRE_TINY();
+  vidax::testing::TempDir dir;
+  EvalRequest rq = small_request("attention=window:1,2,2:tile=1,2,2", "default", dir.path());
+  rq.attention_metrics = true;
+  const EvalReport r = run_eval(rq);
+  ASSERT_EQ(r.clips.size(), 1u);
+  const auto& records = r.clips[0].attention_records;
+  const int64_t layers = 4, steps = 2, branches = 2;  // vidax-tiny, the small request, CFG
+  ASSERT_EQ(static_cast<int64_t>(records.size()), layers * steps * branches);
+  for (const auto& rec : records) {
+    EXPECT_LT(rec.density, 0.5);
+    EXPECT_GT(rec.rel_l2, 0.0);
+    EXPECT_GT(rec.recall, 0.0);
+    EXPECT_LT(rec.recall, 1.0);
+  }
+  const Aggregate a = aggregate(r);
+  ASSERT_TRUE(a.attention_rel_l2);
+  EXPECT_EQ(static_cast<int64_t>(a.attention_by_layer_step.size()), layers * steps);
+  EXPECT_TRUE(report_json(r)["attention_metrics"].is_object());
+
+  EvalRequest dense = small_request("default", "default", dir.path());
+  dense.attention_metrics = true;
+  const EvalReport d = run_eval(dense);
+  EXPECT_TRUE(d.clips[0].attention_records.empty());
+  EXPECT_TRUE(report_json(d)["attention_metrics"].is_null());
+}
+
 TEST(Runner, ReferenceIsCachedAndSharedBetweenDirections) {
   REQUIRE_TINY();
   vidax::testing::TempDir dir;
