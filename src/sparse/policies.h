@@ -3,7 +3,7 @@
 // policy name in an `--attention` spec: "key=value" pairs separated by commas (e.g.
 // "density=0.1,warmup=0.25"); WEST's starts with the prior file ("prior.west[:budget=0.05]").
 // Unknown keys, malformed or out-of-range values throw InputError naming the policy, the key and
-// what was expected. Defaults come from each method's paper or repository (docs/sparse-policies.md
+// what was expected. Defaults come from each method's paper or repository (docs/sparse-attention.md
 // cites them). Thread-safety: the factories are; each policy serves one generation at a time.
 #pragma once
 

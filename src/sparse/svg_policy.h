@@ -10,7 +10,7 @@
 // The band is sized from a target density and rounded to whole tiles by "balanced rounding": the
 // tiles of the last, partially affordable diagonal are kept or dropped evenly along it so the
 // kept pair count lands within half a tile of the exact budget; every kept tile is FULL (no
-// element predicate). See docs/sparse-policies.md for the defaults and where each comes from.
+// element predicate). See docs/sparse-attention.md for the defaults and where each comes from.
 //
 // One SvgPolicy serves one generation on one thread (it caches masks per grid).
 #pragma once

@@ -1,4 +1,4 @@
-// `vidax calibrate`: the offline pass of ScalingAttention's WEST (docs/sparse-policies.md). Runs
+// `vidax calibrate`: the offline pass of ScalingAttention's WEST (docs/sparse-attention.md). Runs
 // generations with every self-attention call planned dense by a recorder that accumulates each
 // (layer, head)'s attention mass on a normalized cell grid, and writes the prior file that
 // `--attention west:FILE` resamples at run time.
