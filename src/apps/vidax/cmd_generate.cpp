@@ -108,8 +108,9 @@ void register_generate(CLI::App& app, int argc, char** argv) {
                   "decode in spatial tiles of this many latent pixels (default: no tiling)");
   cmd->add_option("-o,--output", a->output, "out.mp4 | out.webm | folder/ of PNG frames");
   cmd->add_option("--attention", a->attention,
-                  "self-attention policy: dense | window:kt,kh,kw[:tile=bt,bh,bw][:sink], with "
-                  "optional schedules (docs/sparse-attention.md; default dense)");
+                  "self-attention policy: dense | window:kt,kh,kw[:tile=bt,bh,bw][:sink] | "
+                  "svg[:density=..,warmup=..] | spade[:..] | west:FILE[:budget=..], with optional "
+                  "per-layer / per-step schedules (docs/sparse-attention.md; default dense)");
   cmd->add_flag("--dry-run", a->dry_run, "print the plan and memory estimate, load nothing");
   cmd->add_flag("--progress", a->progress, "progress display even when stderr is not a terminal");
   cmd->add_flag("--no-hash", a->no_hash, "skip the SHA-256 of the model files in the sidecar");
