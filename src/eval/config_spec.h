@@ -31,7 +31,7 @@ struct EvalConfig {
   int64_t width = 832, height = 480, frames = 81;
   std::string attention = "dense";
 
-  // "attention=dense,frames=17,guide=5,precision=fp32,sampler=unipc,shift=5,size=256x256,steps=20"
+  // "frames=17,guide=5,precision=fp32,sampler=unipc,shift=5,size=256x256,steps=20,attention=dense"
   std::string canonical() const;
   bool operator==(const EvalConfig& other) const { return canonical() == other.canonical(); }
 };

@@ -48,7 +48,9 @@ TEST(Calibrate, RecordsAPriorThatWestRuns) {
                                            ":budget=0.2 -o " + out.file("w.mp4"));
   ASSERT_EQ(d.code, 0) << d.out;
   std::ifstream side(out.file("w.mp4.json"));
-  EXPECT_EQ(json::parse(side)["attention"],
+  const json sidecar = json::parse(side);
+  EXPECT_EQ(sidecar["attention"], "west:" + out.file("p.west") + ":budget=0.2");  // as given
+  EXPECT_EQ(sidecar["attention_canonical"],
             "west:" + out.file("p.west") + ":budget=0.2,block=2x8x8");
 }
 

@@ -67,8 +67,8 @@ TEST(EvalCli, CiSuiteJsonOnVidaxTiny) {
     EXPECT_TRUE(j[k].is_null()) << k;
   }
   EXPECT_EQ(j["config"]["canonical"],
-            "attention=dense,frames=17,guide=5,precision=fp32,sampler=unipc,shift=5,"
-            "size=256x256,steps=20");
+            "frames=17,guide=5,precision=fp32,sampler=unipc,shift=5,size=256x256,steps=20,"
+            "attention=dense");
   EXPECT_GT(j["seconds_per_step"].get<double>(), 0.0);
   EXPECT_GT(j["seconds_per_clip"].get<double>(), j["seconds_per_step"].get<double>());
   expect_rate(j["attention_share"], "attention_share");
