@@ -23,7 +23,7 @@ CONFIG = {
     "data_seed": 1000000,
     "clips": 768,               # 256x256x17 clips for the VAE
     "holdout": 4,               # further clips (seeds after the training ones) for the PSNR gate
-    "dit_clips": 512,           # the first ones, encoded once for the DiT
+    "dit_clips": 384,           # the first ones, encoded once for the DiT
     "caption_clips": 20000,     # captions only (1-frame 16x16 renders) for the tokenizer
     "size": 256, "frames": 17,
     # tokenizer (spm_train unigram, umT5 special ids)
@@ -49,7 +49,7 @@ CONFIG = {
     # Wan 2.1 T2V DiT (head_dim 128)
     "dit": dict(dim=128, ffn_dim=512, num_heads=1, num_layers=4, text_dim=64, freq_dim=256,
                 in_dim=16, out_dim=16, text_len=512),
-    "dit_steps": 2000, "dit_batch": 4, "dit_lr": 1e-3, "dit_warmup": 100,
+    "dit_steps": 1400, "dit_batch": 4, "dit_lr": 1e-3, "dit_warmup": 100,
     "train_shift": 3.0,         # sigma = shift u / (1 + (shift - 1) u), u ~ U(0, 1)
     "cfg_drop": 0.1,            # share of captions replaced by the empty prompt ""
     "threads": 1,  # 2 OpenMP threads on this shared 2-core machine were 30x slower
