@@ -22,6 +22,7 @@ CONFIG = {
     # separate, larger caption-only export.
     "data_seed": 1000000,
     "clips": 768,               # 256x256x17 clips for the VAE
+    "holdout": 4,               # further clips (seeds after the training ones) for the PSNR gate
     "dit_clips": 384,           # the first ones, encoded once for the DiT
     "caption_clips": 20000,     # captions only (1-frame 16x16 renders) for the tokenizer
     "size": 256, "frames": 17,
@@ -32,11 +33,23 @@ CONFIG = {
     # Wan 2.1 VAE
     "vae": dict(dim=8, z_dim=16, dim_mult=[1, 2, 4, 8], num_res_blocks=1,
                 temporal_downsample=[False, True, True]),
-    "vae_steps": 3600, "vae_batch": 8, "vae_crop": 32, "vae_crop_frames": 5, "vae_lr": 2e-3, "vae_clip": 5.0,
+    # Three stages in one resumable run (batch, crop, frames chosen by the step):
+    #   steps 0 .. vae_warm_steps: 32x32 x 5 frames (first frame + one 4-frame chunk);
+    #   .. vae_steps: 32x32 x 9 frames (first frame + two 4-frame chunks, so the cross-chunk
+    #      causal path, latent frame 2 reading frame 1's history, is trained), both at the
+    #      constant rate;
+    #   .. vae_steps + vae_big_steps: 128x128 x 9 frames (the middle attention sees 16x16
+    #      tokens instead of 4x4) while the rate decays (cosine) to 10%.
+    # Starting on 9 frames stalled at loss ~0.5 (grey decodes) for 580 steps; 5 frames left
+    # that plateau after ~250 steps (docs/vidax-tiny.md).
+    "vae_warm_steps": 1000, "vae_steps": 1800, "vae_batch": 8, "vae_crop": 32,
+    "vae_warm_frames": 5, "vae_crop_frames": 9,
+    "vae_big_steps": 300, "vae_big_batch": 2, "vae_big_crop": 128,
+    "vae_lr": 2e-3, "vae_clip": 5.0, "vae_gate_every": 500,
     # Wan 2.1 T2V DiT (head_dim 128)
     "dit": dict(dim=128, ffn_dim=512, num_heads=1, num_layers=4, text_dim=64, freq_dim=256,
                 in_dim=16, out_dim=16, text_len=512),
-    "dit_steps": 800, "dit_batch": 4, "dit_lr": 5e-4, "dit_warmup": 100,
+    "dit_steps": 1400, "dit_batch": 4, "dit_lr": 1e-3, "dit_warmup": 100,
     "train_shift": 3.0,         # sigma = shift u / (1 + (shift - 1) u), u ~ U(0, 1)
     "cfg_drop": 0.1,            # share of captions replaced by the empty prompt ""
     "threads": 1,  # 2 OpenMP threads on this shared 2-core machine were 30x slower

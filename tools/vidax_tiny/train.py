@@ -84,10 +84,10 @@ def phase_data(args):
         return
     t0 = time.time()
     subprocess.run([args.vidax, "--threads", str(C["threads"]), "synth", "--out", d,
-                    "--count", str(C["clips"]), "--seed", str(C["data_seed"]),
+                    "--count", str(C["clips"] + C["holdout"]), "--seed", str(C["data_seed"]),
                     "--size", f"{C['size']}x{C['size']}", "--frames", str(C["frames"]),
                     "--shard-size", "64", "--preview", "8"], check=True, stdout=subprocess.DEVNULL)
-    log(f"data: {C['clips']} clips in {time.time() - t0:.0f} s")
+    log(f"data: {C['clips']} + {C['holdout']} held-out clips in {time.time() - t0:.0f} s")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -126,14 +126,16 @@ class Trainer:
             wr.writerow(["step", "loss", "seconds"])
             wr.writerows(self.losses)
 
-    def run(self, total, base_lr, warmup, step_fn, cosine=True, clip=1.0):
+    def run(self, total, lr_fn, step_fn, clip=1.0, every=None):
+        """lr_fn(step) -> rate; step_fn(gen, step) -> loss; every = (n, fn): fn(step) after
+        every n-th step (a side computation that must not touch the training state)."""
         last_save = time.time()
         while self.step < total:
             t0 = time.time()
             for g in self.opt.param_groups:
-                g["lr"] = lr_at(self.step, total, base_lr, warmup, cosine)
+                g["lr"] = lr_fn(self.step)
             gen = torch.Generator().manual_seed(C["seed"] * 1000003 + self.step)
-            loss = step_fn(gen)
+            loss = step_fn(gen, self.step)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
@@ -147,6 +149,31 @@ class Trainer:
             if time.time() - last_save > CKPT_SECONDS or self.step == total:
                 self.save()
                 last_save = time.time()
+            if every and (self.step % every[0] == 0 or self.step == total):
+                every[1](self.step)
+
+
+def psnr(a, b):
+    """PSNR in dB of two [-1, 1] videos, on the 0..255 scale after clamping."""
+    mse = F.mse_loss(a.clamp(-1, 1), b.clamp(-1, 1)).item() * (127.5 ** 2)
+    return 10 * math.log10(255 ** 2 / max(mse, 1e-10))
+
+
+@torch.no_grad()
+def vae_gate(vae, ds, first, count):
+    """Mean PSNR of encode -> decode over held-out clips at full size (256x256x17), plus the
+    PSNR of frames 9..16 alone (the second and later chunks of the causal path)."""
+    was = vae.training
+    vae.eval()
+    full, late = [], []
+    for i in range(first, first + count):
+        x = torch.from_numpy(ds.video(i)).unsqueeze(0)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            rec = vae.decode(vae.encode_mu(x)).float()
+        full.append(psnr(rec, x))
+        late.append(psnr(rec[:, :, 9:], x[:, :, 9:]))
+    vae.train(was)
+    return float(np.mean(full)), float(np.mean(late))
 
 
 def phase_vae(args):
@@ -156,12 +183,15 @@ def phase_vae(args):
     torch.manual_seed(C["seed"] + 2)
     vae = WanVAE(**C["vae"])
     ds = SynthDataset(os.path.join(args.work, "clips"))
-    crop, nf, bsz = C["vae_crop"], C["vae_crop_frames"], C["vae_batch"]
+    n_train = C["clips"]  # clips n_train.. are held out for the PSNR gate
+    small, total = C["vae_steps"], C["vae_steps"] + C["vae_big_steps"]
 
-    def step(gen):
+    def step(gen, k):
+        crop, bsz = (C["vae_crop"], C["vae_batch"]) if k < small else (C["vae_big_crop"], C["vae_big_batch"])
+        nf = C["vae_warm_frames"] if k < C["vae_warm_steps"] else C["vae_crop_frames"]
         xs = []
         for _ in range(bsz):
-            i = int(torch.randint(len(ds), (1,), generator=gen))
+            i = int(torch.randint(n_train, (1,), generator=gen))
             t0 = int(torch.randint(ds.frames - nf + 1, (1,), generator=gen))
             y0 = int(torch.randint(ds.height - crop + 1, (1,), generator=gen))
             x0 = int(torch.randint(ds.width - crop + 1, (1,), generator=gen))
@@ -175,9 +205,29 @@ def phase_vae(args):
         # L1 keeps edges sharp, L2 the flat areas; a tiny latent penalty bounds the scale.
         return (rec - x).abs().mean() + F.mse_loss(rec, x) + 1e-4 * mu.float().pow(2).mean()
 
+    def lr(k):
+        # Warm-up, constant through the small-crop stage (a longer stage extends a shorter one
+        # exactly), then cosine to 10% over the large-crop stage.
+        if k < small:
+            return lr_at(k, small, C["vae_lr"], 20, cosine=False)
+        return lr_at(k - small, C["vae_big_steps"], C["vae_lr"], 0)
+
+    gate_csv = os.path.join(args.work, "vae_psnr.csv")
+
+    def gate(k):
+        n_hold = min(C["holdout"], len(ds) - n_train)
+        if n_hold <= 0:
+            return
+        p, p_late = vae_gate(vae, ds, n_train, n_hold)
+        log(f"vae gate step {k}: PSNR {p:.2f} dB on {n_hold} held-out clips (frames 9..16: {p_late:.2f} dB)")
+        new = not os.path.exists(gate_csv)
+        with open(gate_csv, "a") as f:
+            if new:
+                f.write("step,psnr_db,psnr_late_db\n")
+            f.write(f"{k},{p:.3f},{p_late:.3f}\n")
+
     tr = Trainer("vae", args.work, vae, C["vae_lr"])
-    # Constant rate after warm-up: a longer run extends a shorter one exactly.
-    tr.run(C["vae_steps"], C["vae_lr"], 20, step, cosine=False, clip=C["vae_clip"])
+    tr.run(total, lr, step, clip=C["vae_clip"], every=(C["vae_gate_every"], gate))
     save_atomic({"model": vae.state_dict(), "seconds": tr.seconds}, out)
     log(f"vae: done in {tr.seconds:.0f} s")
 
@@ -193,7 +243,7 @@ def phase_latents(args):
     ds = SynthDataset(os.path.join(args.work, "clips"))
     t0 = time.time()
     mus = []
-    n = min(len(ds), C["dit_clips"])
+    n = min(C["clips"], C["dit_clips"])
     for i in range(n):
         x = torch.from_numpy(ds.video(i)).unsqueeze(0)
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -226,7 +276,7 @@ def phase_dit(args):
     rope = (cos.float(), sin.float())
     bsz, shift = C["dit_batch"], C["train_shift"]
 
-    def step(gen):
+    def step(gen, k):
         idx = torch.randint(len(z), (bsz,), generator=gen)
         drop = torch.rand(bsz, generator=gen) < C["cfg_drop"]
         u = torch.rand(bsz, generator=gen)
@@ -242,7 +292,7 @@ def phase_dit(args):
         return F.mse_loss(pred.float(), noise - x0)
 
     tr = Trainer("dit", args.work, dit, C["dit_lr"])
-    tr.run(C["dit_steps"], C["dit_lr"], C["dit_warmup"], step)
+    tr.run(C["dit_steps"], lambda k: lr_at(k, C["dit_steps"], C["dit_lr"], C["dit_warmup"]), step)
     save_atomic({"model": dit.state_dict(), "seconds": tr.seconds}, out)
     log(f"dit: done in {tr.seconds:.0f} s")
 
