@@ -278,29 +278,22 @@ void convert_floats_serial(const void* src, DType src_dtype, void* dst, DType ds
 }
 
 void convert_floats(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n) {
-  VIDAX_CHECK(is_float(src_dtype) && is_float(dst_dtype), "convert_floats ", dtype_name(src_dtype),
-              " -> ", dtype_name(dst_dtype));
-  VIDAX_CHECK(!is_f8(dst_dtype), "cannot convert into ", dtype_name(dst_dtype));
-  if (n == 0) return;
-  if (src_dtype == dst_dtype) {
-    std::memcpy(dst, src, n * dtype_size(src_dtype));
+  constexpr size_t kChunk = size_t{1} << 16;
+  if (n <= kChunk || src_dtype == dst_dtype) {
+    convert_floats_serial(src, src_dtype, dst, dst_dtype, n);  // checks the dtypes too
     return;
   }
+  VIDAX_CHECK(is_float(src_dtype) && is_float(dst_dtype), "convert_floats ", dtype_name(src_dtype),
+              " -> ", dtype_name(dst_dtype));
   // Large conversions (activations every layer, weights at load) are split over the OpenMP
   // pool; inside an existing parallel region this runs on the calling thread only.
-  constexpr size_t kChunk = size_t{1} << 16;
   const size_t chunks = (n + kChunk - 1) / kChunk;
   const size_t src_size = dtype_size(src_dtype), dst_size = dtype_size(dst_dtype);
-#pragma omp parallel for schedule(static) if (chunks > 1)
+#pragma omp parallel for schedule(static)
   for (size_t c = 0; c < chunks; ++c) {
     const size_t begin = c * kChunk, len = std::min(kChunk, n - begin);
-    const void* s = static_cast<const std::byte*>(src) + begin * src_size;
-    void* d = static_cast<std::byte*>(dst) + begin * dst_size;
-    if (is_f8(src_dtype)) {
-      convert_f8(s, src_dtype, d, dst_dtype, len);
-    } else {
-      HWY_DYNAMIC_DISPATCH(ConvertFloats16And32)(s, src_dtype, d, dst_dtype, len);
-    }
+    convert_floats_serial(static_cast<const std::byte*>(src) + begin * src_size, src_dtype,
+                          static_cast<std::byte*>(dst) + begin * dst_size, dst_dtype, len);
   }
 }
 

@@ -83,25 +83,21 @@ void sparse_group(const HeadGroup& g, const AttentionIo& io, AttentionWorkspace&
   o.rows = g.layout.identity() ? nullptr : g.layout.perm.data();
   o.heads = g.heads.data();
   o.dest_heads = io.heads;
-  if (io.bf16) {
-    ws.q16.resize(n);
-    ws.k16.resize(n);
-    ws.v16.resize(n);
-    gather_token_heads(rows[0], g.layout.perm, g.heads, ws.q16.data());
-    gather_token_heads(rows[1], g.layout.perm, g.heads, ws.k16.data());
-    gather_token_heads(rows[2], g.layout.perm, g.heads, ws.v16.data());
-    block_sparse_attention(ws.q16.data(), ws.k16.data(), ws.v16.data(), io.out, g.layout.blocks,
-                           g.layout.blocks, g.mask, g.predicate, d, o);
-  } else {
-    ws.q.resize(n);
-    ws.k.resize(n);
-    ws.v.resize(n);
-    gather_token_heads(rows[0], g.layout.perm, g.heads, ws.q.data());
-    gather_token_heads(rows[1], g.layout.perm, g.heads, ws.k.data());
-    gather_token_heads(rows[2], g.layout.perm, g.heads, ws.v.data());
-    block_sparse_attention(ws.q.data(), ws.k.data(), ws.v.data(), io.out, g.layout.blocks,
-                           g.layout.blocks, g.mask, g.predicate, d, o);
-  }
+  // Gather q/k/v of the group's heads in layout order into f32 or bf16 buffers, then run.
+  auto run = [&](auto& q, auto& k, auto& v) {
+    q.resize(n);
+    k.resize(n);
+    v.resize(n);
+    gather_token_heads(rows[0], g.layout.perm, g.heads, q.data());
+    gather_token_heads(rows[1], g.layout.perm, g.heads, k.data());
+    gather_token_heads(rows[2], g.layout.perm, g.heads, v.data());
+    block_sparse_attention(q.data(), k.data(), v.data(), io.out, g.layout.blocks, g.layout.blocks,
+                           g.mask, g.predicate, d, o);
+  };
+  if (io.bf16)
+    run(ws.q16, ws.k16, ws.v16);
+  else
+    run(ws.q, ws.k, ws.v);
 }
 
 // Softmax mass on the kept keys of `samples` query rows of every head, exact in double.

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "models/dit_policy_test_util.h"
 #include "models/wan/dit.h"
 #include "models/wan/dit_random.h"
 #include "sparse/attention_policy.h"
@@ -16,23 +17,8 @@ namespace {
 
 using ::vidax::testing::all_close;
 
-DitConfig small_config() {
-  DitConfig c;
-  c.dim = 128, c.num_heads = 2, c.ffn_dim = 128, c.num_layers = 2, c.text_len = 8;
-  c.text_dim = 16, c.freq_dim = 16;
-  return c;
-}
-
-DitSample sample() {
-  DitSample s;
-  s.x = vidax::testing::random_tensor(Shape{16, 3, 10, 14}, 1);  // grid 3 x 5 x 7 = 105 tokens
-  s.context = vidax::testing::random_tensor(Shape{3, 16}, 2);
-  s.t = Tensor::from_floats(std::vector<float>{700.0f}, Shape{1});
-  s.step = 4;
-  s.steps = 10;
-  s.cfg_branch = 1;
-  return s;
-}
+DitConfig small_config() { return testing::small_policy_config(); }
+DitSample sample() { return testing::small_policy_sample(1); }
 
 TEST(WanDitAttention, DensePolicyIsBitIdenticalAndFullWindowMatches) {
   const DitConfig c = small_config();
