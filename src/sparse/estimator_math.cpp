@@ -1,12 +1,18 @@
 #include "sparse/estimator_math.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <span>
 
+#include "core/convert.h"
+#include "core/error.h"
 #include "core/tensor.h"
+#include "kernels/cpu/amx_gemm.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 
@@ -19,6 +25,44 @@ void gemm_abt(const float* a, int64_t m, const float* b, int64_t n, int64_t k, f
   const PackedLinear lin(w, Tensor(), DType::kF32);
   lin.forward(a, m, c);
 }
+
+namespace {
+
+// In place on scores [n, r] (key-major): probs = softmax down each column of scale * scores.
+// Maxima and sums accumulate across rows of r contiguous values.
+void softmax_columns(float* p, int64_t n, int64_t r, float scale) {
+  std::vector<float> mx(static_cast<size_t>(r), -std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < r; ++i)
+      mx[static_cast<size_t>(i)] = std::max(mx[static_cast<size_t>(i)], p[j * r + i]);
+  // max(scale * s) = scale * max(s) only for a positive scale, which 1/sqrt(d) is.
+  for (auto& m : mx) m *= scale;
+  constexpr int64_t kChunk = 512;  // keys per parallel chunk
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(static_cast<size_t>(chunks * r), 0.0);
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t j0 = ch * kChunk, j1 = std::min(n, j0 + kChunk);
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t i = 0; i < r; ++i)
+        p[j * r + i] = p[j * r + i] * scale - mx[static_cast<size_t>(i)];
+    exp_f32(p + j0 * r, p + j0 * r, (j1 - j0) * r);
+    double* s = &part[static_cast<size_t>(ch * r)];
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t i = 0; i < r; ++i) s[i] += p[j * r + i];
+  }
+  std::vector<float> inv(static_cast<size_t>(r));
+  for (int64_t i = 0; i < r; ++i) {
+    double sum = 0;
+    for (int64_t ch = 0; ch < chunks; ++ch) sum += part[static_cast<size_t>(ch * r + i)];
+    inv[static_cast<size_t>(i)] = static_cast<float>(1.0 / sum);
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < r; ++i) p[j * r + i] *= inv[static_cast<size_t>(i)];
+}
+
+}  // namespace
 
 void sampled_attention_rows(const AttentionCall& call, int64_t head,
                             const std::vector<int64_t>& rows, std::vector<float>& probs) {
@@ -38,35 +82,181 @@ void sampled_attention_rows(const AttentionCall& call, int64_t head,
     std::copy_n(call.k + j * call.stride + head * d, d, &k[static_cast<size_t>(j) * ud]);
   // scores [tokens, rows] = K . Q^T, Q the small packed side.
   probs.resize(static_cast<size_t>(n * r));
-  float* p = probs.data();
-  gemm_abt(k.get(), n, q.data(), r, d, p);
-  // Softmax down each column: maxima and sums accumulate across rows of r contiguous values.
-  std::vector<float> mx(static_cast<size_t>(r), -std::numeric_limits<float>::infinity());
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t i = 0; i < r; ++i)
-      mx[static_cast<size_t>(i)] = std::max(mx[static_cast<size_t>(i)], p[j * r + i]);
-  constexpr int64_t kChunk = 512;  // keys per parallel chunk
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  std::vector<double> part(static_cast<size_t>(chunks * r), 0.0);
-#pragma omp parallel for schedule(static)
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    const int64_t j0 = ch * kChunk, j1 = std::min(n, j0 + kChunk);
-    for (int64_t j = j0; j < j1; ++j)
-      for (int64_t i = 0; i < r; ++i) p[j * r + i] -= mx[static_cast<size_t>(i)];
-    exp_f32(p + j0 * r, p + j0 * r, (j1 - j0) * r);
-    double* s = &part[static_cast<size_t>(ch * r)];
-    for (int64_t j = j0; j < j1; ++j)
-      for (int64_t i = 0; i < r; ++i) s[i] += p[j * r + i];
+  gemm_abt(k.get(), n, q.data(), r, d, probs.data());
+  softmax_columns(probs.data(), n, r, 1.0f);  // q was pre-scaled
+}
+
+// Functions using AVX-512 intrinsics; only reached on the AMX path (AMX implies AVX-512).
+#define VIDAX_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq")))
+
+namespace {
+
+constexpr int64_t kMassChunk = 512;  // keys per chunk: scores [512, rows] stay in L2
+
+// Per-chunk results of one head: mx[i] = scale * max_j score[j, i]; sum[i] = sum_j exp(scale *
+// score[j, i] - mx[i]); kept[s * r + i] = the same sum over the keys of set s of row i.
+struct ChunkStats {
+  float* mx;
+  float* sum;
+  float* kept;
+};
+
+// One chunk of scores pc [m keys, r rows] (overwritten by the exponentials). bits(s) points at
+// set s's bitmap rows of this chunk's first key ([m][words]).
+VIDAX_AVX512 void chunk_mass_avx512(float* pc, int64_t m, int64_t r, float scale,
+                                    const std::vector<const uint64_t*>& bits, int64_t words,
+                                    const ChunkStats& out) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int64_t i0 = 0; i0 < r; i0 += 16) {
+    const auto k = static_cast<__mmask16>(r - i0 >= 16 ? 0xffff : (1u << (r - i0)) - 1);
+    __m512 v = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int64_t j = 0; j < m; ++j)
+      v = _mm512_mask_max_ps(v, k, v, _mm512_maskz_loadu_ps(k, pc + j * r + i0));
+    v = _mm512_mul_ps(v, vs);
+    _mm512_mask_storeu_ps(out.mx + i0, k, v);
+    for (int64_t j = 0; j < m; ++j) {
+      float* at = pc + j * r + i0;
+      _mm512_mask_storeu_ps(at, k, _mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, at), vs, v));
+    }
   }
-  std::vector<float> inv(static_cast<size_t>(r));
+  exp_f32(pc, pc, m * r);
+  const auto sets = static_cast<int64_t>(bits.size());
+  for (int64_t i0 = 0; i0 < r; i0 += 16) {
+    const auto k = static_cast<__mmask16>(r - i0 >= 16 ? 0xffff : (1u << (r - i0)) - 1);
+    const int64_t word = i0 / 64, shift = i0 % 64;
+    __m512 total = _mm512_setzero_ps();
+    __m512 kept[8];
+    for (int64_t s = 0; s < sets; ++s) kept[s] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < m; ++j) {
+      const __m512 e = _mm512_maskz_loadu_ps(k, pc + j * r + i0);
+      total = _mm512_add_ps(total, e);
+      for (int64_t s = 0; s < sets; ++s) {
+        const auto in =
+            static_cast<__mmask16>(bits[static_cast<size_t>(s)][j * words + word] >> shift);
+        kept[s] = _mm512_mask_add_ps(kept[s], in, kept[s], e);
+      }
+    }
+    _mm512_mask_storeu_ps(out.sum + i0, k, total);
+    for (int64_t s = 0; s < sets; ++s) _mm512_mask_storeu_ps(out.kept + s * r + i0, k, kept[s]);
+  }
+}
+
+// The same with plain loops (machines without AMX).
+void chunk_mass_plain(float* pc, int64_t m, int64_t r, float scale,
+                      const std::vector<const uint64_t*>& bits, int64_t words,
+                      const ChunkStats& out) {
   for (int64_t i = 0; i < r; ++i) {
-    double sum = 0;
-    for (int64_t ch = 0; ch < chunks; ++ch) sum += part[static_cast<size_t>(ch * r + i)];
-    inv[static_cast<size_t>(i)] = static_cast<float>(1.0 / sum);
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < m; ++j) mx = std::max(mx, pc[j * r + i]);
+    out.mx[i] = mx * scale;  // scale > 0
   }
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t i = 0; i < r; ++i) pc[j * r + i] = pc[j * r + i] * scale - out.mx[i];
+  exp_f32(pc, pc, m * r);
+  const auto sets = static_cast<int64_t>(bits.size());
+  std::fill(out.sum, out.sum + r, 0.0f);
+  std::fill(out.kept, out.kept + sets * r, 0.0f);
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t i = 0; i < r; ++i) {
+      const float e = pc[j * r + i];
+      out.sum[i] += e;
+      for (int64_t s = 0; s < sets; ++s)
+        if ((bits[static_cast<size_t>(s)][j * words + i / 64] >> (i % 64)) & 1u)
+          out.kept[s * r + i] += e;
+    }
+}
+
+}  // namespace
+
+void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<int64_t>& rows,
+                                 const std::vector<const uint64_t*>& keep,
+                                 std::vector<double>& mass, bool allow_amx) {
+  const int64_t n = call.grid.tokens(), d = call.head_dim, heads = call.heads;
+  const auto r = static_cast<int64_t>(rows.size());
+  const auto sets = static_cast<int64_t>(keep.size());
+  VIDAX_CHECK(r > 0 && sets > 0 && sets <= 8, "sampled_attention_mass_bf16: ", r, " rows, ", sets,
+              " key sets (1..8)");
+  const int64_t words = (r + 63) / 64;
+  const auto ud = static_cast<size_t>(d);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const int64_t chunks = (n + kMassChunk - 1) / kMassChunk;
+  const bool amx = allow_amx && amx_bf16_usable();
+  // Per head: the sampled queries rounded unscaled (as the DiT rounds q before the kernel scales
+  // scores), packed as the AMX "weight"; without AMX, the whole score matrix of the head from
+  // one f32 GEMM on the rounded values (products of bf16 values are exact in f32).
+  std::vector<AmxPackedWeight> w(static_cast<size_t>(heads));
+  std::vector<std::vector<float>> scores(amx ? 0 : static_cast<size_t>(heads));
+  for (int64_t h = 0; h < heads; ++h) {
+    std::vector<BFloat16> q16(static_cast<size_t>(r) * ud);
+    for (int64_t i = 0; i < r; ++i)
+      convert_floats_serial(call.q + rows[static_cast<size_t>(i)] * call.stride + h * d,
+                            DType::kF32, &q16[static_cast<size_t>(i) * ud], DType::kBF16, ud);
+    if (amx) {
+      w[static_cast<size_t>(h)] = AmxPackedWeight(q16.data(), r, d, nullptr);
+      continue;
+    }
+    std::vector<float> qf(q16.size());
+    convert_floats_serial(q16.data(), DType::kBF16, qf.data(), DType::kF32, qf.size());
+    std::unique_ptr<float[]> k(new float[static_cast<size_t>(n) * ud]);
 #pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t i = 0; i < r; ++i) p[j * r + i] *= inv[static_cast<size_t>(i)];
+    for (int64_t j = 0; j < n; ++j) {
+      float* kr = &k[static_cast<size_t>(j) * ud];
+      const float* src = call.k + j * call.stride + h * d;
+      for (int64_t c = 0; c < d; ++c) kr[c] = bf16_to_f32(f32_to_bf16(src[c]));
+    }
+    auto& sc = scores[static_cast<size_t>(h)];
+    sc.resize(static_cast<size_t>(n * r));
+    gemm_abt(k.get(), n, qf.data(), r, d, sc.data());
+  }
+  // [heads][chunks][r] maxima and sums, [heads][chunks][sets][r] kept sums.
+  std::vector<float> cmax(static_cast<size_t>(heads * chunks * r));
+  std::vector<float> csum(cmax.size()), ckept(cmax.size() * static_cast<size_t>(sets));
+  // One region over (chunk, head), heads innermost: the keys of all heads of a chunk are read
+  // together (contiguous rows of the call) while the chunk's scores stay in cache.
+#pragma omp parallel
+  {
+    std::vector<float> buf(amx ? static_cast<size_t>(kMassChunk * r) : 0);
+    std::vector<const uint64_t*> bits(static_cast<size_t>(sets));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < chunks * heads; ++t) {
+      const int64_t ch = t / heads, h = t % heads;
+      const int64_t j0 = ch * kMassChunk, j1 = std::min(n, j0 + kMassChunk);
+      float* pc = amx ? buf.data() : &scores[static_cast<size_t>(h)][static_cast<size_t>(j0 * r)];
+      for (int64_t s = 0; s < sets; ++s)
+        bits[static_cast<size_t>(s)] = keep[static_cast<size_t>(s)] + j0 * words;
+      const auto at = static_cast<size_t>((h * chunks + ch) * r);
+      const ChunkStats out{&cmax[at], &csum[at], &ckept[at * static_cast<size_t>(sets)]};
+      if (amx) {
+        // scores [chunk, rows] = K16 . Q16^T: the keys read in place from the strided call and
+        // rounded while packed into tiles.
+        amx_gemm_bf16(call.k + j0 * call.stride + h * d, j1 - j0, call.stride,
+                      w[static_cast<size_t>(h)], pc);
+        chunk_mass_avx512(pc, j1 - j0, r, scale, bits, words, out);
+      } else {
+        chunk_mass_plain(pc, j1 - j0, r, scale, bits, words, out);
+      }
+    }
+  }
+  // Chunks combined in double against each row's maximum.
+  mass.assign(static_cast<size_t>(heads * sets * r), 0.0);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < r; ++i) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t ch = 0; ch < chunks; ++ch)
+        m = std::max(m, cmax[static_cast<size_t>((h * chunks + ch) * r + i)]);
+      double total = 0;
+      std::vector<double> kept(static_cast<size_t>(sets), 0.0);
+      for (int64_t ch = 0; ch < chunks; ++ch) {
+        const auto at = static_cast<size_t>((h * chunks + ch) * r);
+        const double f = std::exp(static_cast<double>(cmax[at + static_cast<size_t>(i)]) - m);
+        total += f * csum[at + static_cast<size_t>(i)];
+        for (int64_t s = 0; s < sets; ++s)
+          kept[static_cast<size_t>(s)] +=
+              f * ckept[at * static_cast<size_t>(sets) + static_cast<size_t>(s * r + i)];
+      }
+      for (int64_t s = 0; s < sets; ++s)
+        mass[static_cast<size_t>((h * sets + s) * r + i)] = kept[static_cast<size_t>(s)] / total;
+    }
 }
 
 }  // namespace vidax::sparse

@@ -173,34 +173,35 @@ AttentionPlan SvgPolicy::plan(const AttentionCall& call) {
   errors_.assign(static_cast<size_t>(call.heads), {0.0, 0.0});
   kinds_.assign(static_cast<size_t>(call.heads), 0);
   const int64_t block = opt_.block;  // uniform partitions: block index = position / block
-  std::vector<float> probs;          // [tokens, rows]
   const auto nr = static_cast<int64_t>(rows.size());
-  std::vector<double> lost(static_cast<size_t>(nr * 2));
-  for (int64_t h = 0; h < call.heads; ++h) {
-    sampled_attention_rows(call, h, rows, probs);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t i = 0; i < nr * 2; ++i) {
-      const int64_t r = rows[static_cast<size_t>(i / 2)];
-      const int kind = static_cast<int>(i % 2);
-      const float* p = &probs[static_cast<size_t>(i / 2)];  // stride nr
-      const auto& layout = m.layout[kind];
+  const int64_t words = (nr + 63) / 64, n = call.grid.tokens();
+  // Per kind, bitmap [tokens][words] over frame-major keys: bit i = key kept by sampled row i's
+  // mask row (the same for every head).
+  for (int kind = 0; kind < 2; ++kind) {
+    auto& bits = keep_bits_[kind];
+    bits.assign(static_cast<size_t>(n * words), 0);
+    const auto& layout = m.layout[kind];
+    for (int64_t i = 0; i < nr; ++i) {
+      const int64_t r = rows[static_cast<size_t>(i)];
       const auto row = m.band[kind].mask.row(0, m.position[kind][static_cast<size_t>(r)] / block);
-      double kept = 0;
-      for (const int32_t kb : row.key_blocks) {
-        const int64_t b0 = layout.blocks.begin(kb), b1 = b0 + layout.blocks.size(kb);
-        if (layout.identity()) {
-          for (int64_t q = b0; q < b1; ++q) kept += p[q * nr];
-        } else {
-          for (int64_t q = b0; q < b1; ++q) kept += p[layout.perm[static_cast<size_t>(q)] * nr];
-        }
-      }
-      lost[static_cast<size_t>(i)] = 1.0 - kept;
+      const uint64_t bit = uint64_t{1} << (i % 64);
+      for (const int32_t kb : row.key_blocks)
+        for (int64_t q = layout.blocks.begin(kb);
+             q < layout.blocks.begin(kb) + layout.blocks.size(kb); ++q)
+          bits[static_cast<size_t>(layout.original(q) * words + i / 64)] |= bit;
     }
+  }
+  // The kept mass of every (head, kind, sampled row) on bf16-rounded q/k, the precision the
+  // DiT's bf16 attention runs at (AMX tiles where present), in one pass over the keys.
+  sampled_attention_mass_bf16(call, rows, {keep_bits_[0].data(), keep_bits_[1].data()}, mass_);
+  for (int64_t h = 0; h < call.heads; ++h) {
     auto& e = errors_[static_cast<size_t>(h)];
-    for (int64_t i = 0; i < nr * 2; ++i)
-      e[static_cast<size_t>(i % 2)] += lost[static_cast<size_t>(i)];
-    e[0] /= static_cast<double>(nr);
-    e[1] /= static_cast<double>(nr);
+    for (int kind = 0; kind < 2; ++kind) {
+      double lost = 0;
+      for (int64_t i = 0; i < nr; ++i)
+        lost += 1.0 - mass_[static_cast<size_t>((h * 2 + kind) * nr + i)];
+      e[static_cast<size_t>(kind)] = lost / static_cast<double>(nr);
+    }
     kinds_[static_cast<size_t>(h)] = e[1] < e[0] ? 1 : 0;  // ties go spatial, as argmin does
   }
   routes_[route_key] = Route{call.step, kinds_};

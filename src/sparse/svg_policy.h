@@ -95,6 +95,9 @@ class SvgPolicy final : public AttentionPolicy {
   std::vector<std::array<double, 2>> errors_;
   std::vector<int> kinds_;
   bool routed_ = false;
+  // Routing scratch, reused across calls.
+  std::vector<uint64_t> keep_bits_[2];  // per kind [tokens][ceil(samples / 64)]
+  std::vector<double> mass_;            // [heads][2][samples]
 };
 
 }  // namespace vidax::sparse

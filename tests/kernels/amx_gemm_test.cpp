@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,37 @@ TEST_P(AmxGemmTest, MatchesReference) {
       }
     }
   }
+}
+
+// f32 activations are rounded while packed: bit-identical to rounding them first (f32_to_bf16,
+// round to nearest even) and running the bf16 overload, on ragged K tails and a padded stride.
+// Values include exact ties (so truncation instead of rounding would fail) and ±0.
+TEST_P(AmxGemmTest, F32InputEqualsRoundedBf16Input) {
+  VIDAX_REQUIRE_AMX();
+  const Case c = GetParam();
+  const int64_t x_stride = c.k + (c.m % 2 == 1 ? 5 : 0);
+  std::vector<float> x =
+      vidax::testing::random_floats(static_cast<size_t>(c.m * x_stride), 7, -2.0f, 2.0f);
+  for (size_t i = 0; i < x.size(); i += 3) {  // ties: the bf16 value plus half an ulp
+    uint32_t u = static_cast<uint32_t>(f32_to_bf16(x[i])) << 16;
+    u |= ((i / 3) % 2 == 0 ? 0x8000u : 0x18000u) & 0xffffu;
+    std::memcpy(&x[i], &u, 4);
+  }
+  if (x.size() > 2) {
+    x[1] = 0.0f;
+    x[2] = -0.0f;
+  }
+  std::vector<BFloat16> xb(x.size());
+  for (size_t i = 0; i < x.size(); ++i) xb[i].bits = f32_to_bf16(x[i]);
+  const auto w =
+      random_bf16(static_cast<size_t>(c.n * c.k), 8, 1.0f / std::sqrt(static_cast<float>(c.k)));
+  const AmxPackedWeight packed(w.data(), c.n, c.k, nullptr);
+  std::vector<float> y(static_cast<size_t>(c.m * c.n), -1.0f), yb(y.size(), -2.0f);
+  amx_gemm_bf16(x.data(), c.m, x_stride, packed, y.data());
+  amx_gemm_bf16(xb.data(), c.m, x_stride, packed, yb.data());
+  for (size_t i = 0; i < y.size(); ++i)
+    ASSERT_EQ(std::memcmp(&y[i], &yb[i], 4), 0)
+        << "element " << i << ": " << y[i] << " vs " << yb[i];
 }
 
 std::vector<Case> cases() {

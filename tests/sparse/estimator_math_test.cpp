@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <tuple>
+
+#include "core/dtype.h"
 
 #include "sparse/policy_options.h"
 #include "sparse/policy_test_util.h"
@@ -26,6 +29,61 @@ TEST(EstimatorMath, SampledRowsEqualTheScalarDenseRow) {
                     2e-6)
             << "head " << h << " row " << rows[i] << " key " << j;
     }
+  }
+}
+
+// The kept mass of sampled rows against the scalar dense row on bf16-rounded q/k, summed over
+// each row's key set: ragged token counts (chunk tails), several 64-row bitmap words with a
+// partial last word, and sampled rows repeated.
+TEST(EstimatorMath, SampledMassEqualsTheScalarRowOnRoundedInputs) {
+  for (const auto& [grid, rows_count, dim] :
+       {std::tuple{TokenGrid{3, 5, 7}, 5, 24}, std::tuple{TokenGrid{5, 11, 13}, 70, 40},
+        std::tuple{TokenGrid{2, 25, 21}, 64, 128}}) {
+    const int64_t heads = 3, n = grid.tokens();
+    testing::CallData d(grid, heads, dim);
+    d.randomize(9, 2.0f);
+    std::vector<int64_t> rows;
+    std::mt19937 rng(5);
+    for (int i = 0; i < rows_count; ++i)
+      rows.push_back(i == 1 ? rows[0] : static_cast<int64_t>(rng() % static_cast<uint32_t>(n)));
+    const int64_t words = (rows_count + 63) / 64;
+    std::vector<std::vector<uint64_t>> bits(3,
+                                            std::vector<uint64_t>(static_cast<size_t>(n * words)));
+    for (auto& b : bits)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < rows_count; ++i)
+          if (rng() % 3 == 0) b[static_cast<size_t>(j * words + i / 64)] |= uint64_t{1} << (i % 64);
+    std::vector<double> mass, portable;
+    sampled_attention_mass_bf16(d.call, rows, {bits[0].data(), bits[1].data(), bits[2].data()},
+                                mass);
+    sampled_attention_mass_bf16(d.call, rows, {bits[0].data(), bits[1].data(), bits[2].data()},
+                                portable, /*allow_amx=*/false);
+    ASSERT_EQ(mass.size(), static_cast<size_t>(heads * 3 * rows_count));
+    ASSERT_EQ(portable.size(), mass.size());
+    // The reference on a copy whose q/k are rounded to bf16.
+    testing::CallData r(grid, heads, dim);
+    for (size_t i = 0; i < d.q.size(); ++i) {
+      r.q[i] = bf16_to_f32(f32_to_bf16(d.q[i]));
+      r.k[i] = bf16_to_f32(f32_to_bf16(d.k[i]));
+    }
+    std::vector<float> ref(static_cast<size_t>(n));
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < rows_count; ++i) {
+        dense_attention_row(r.call, h, rows[static_cast<size_t>(i)], ref.data());
+        for (int64_t s = 0; s < 3; ++s) {
+          double want = 0;
+          for (int64_t j = 0; j < n; ++j)
+            if ((bits[static_cast<size_t>(s)][static_cast<size_t>(j * words + i / 64)] >>
+                 (i % 64)) &
+                1)
+              want += ref[static_cast<size_t>(j)];
+          const auto at = static_cast<size_t>((h * 3 + s) * rows_count + i);
+          ASSERT_NEAR(mass[at], want, 2e-5)
+              << n << " tokens, head " << h << " row " << i << " set " << s;
+          ASSERT_NEAR(portable[at], want, 2e-5)
+              << "portable path, " << n << " tokens, head " << h << " row " << i << " set " << s;
+        }
+      }
   }
 }
 

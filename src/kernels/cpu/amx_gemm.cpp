@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -29,6 +30,7 @@ constexpr int64_t kTileElems = 16 * 32;         // bf16 per A or B tile (16 rows
 constexpr int64_t kStepElems = 2 * kTileElems;  // two tiles per 32-deep K step
 constexpr int64_t kMaxBlockSubs = 8;            // M block: up to 8 x 32 = 256 rows
 constexpr int64_t kMaxChunkBytes = 1 << 20;     // packed A block per thread (L2 resident)
+constexpr int64_t kPrefetchRows = 8;            // f32 A rows prefetched ahead while packing
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -63,9 +65,39 @@ struct ThreadBuffer {
   }
 };
 
+// Round to nearest even; NaN stays a quiet NaN (as f32_to_bf16).
+VIDAX_AMX inline __m256i to_bf16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+// 32 consecutive values of row `src` from column c, `valid` of them real (the rest zero), as
+// bf16: loaded as is from bf16, rounded to nearest even from f32.
+VIDAX_AMX inline __m512i load_k_step(const BFloat16* src, int64_t valid) {
+  const auto* p = reinterpret_cast<const uint16_t*>(src);
+  if (valid == 32) return _mm512_loadu_si512(p);
+  return _mm512_maskz_loadu_epi16(static_cast<__mmask32>((1ull << valid) - 1), p);
+}
+VIDAX_AMX inline __m512i load_k_step(const float* src, int64_t valid) {
+  const auto m0 = static_cast<__mmask16>(valid >= 16 ? 0xffff : (1u << valid) - 1);
+  const auto m1 = static_cast<__mmask16>(valid >= 32   ? 0xffff
+                                         : valid <= 16 ? 0
+                                                       : (1u << (valid - 16)) - 1);
+  const __m256i lo = to_bf16(_mm512_maskz_loadu_ps(m0, src));
+  const __m256i hi = to_bf16(_mm512_maskz_loadu_ps(m1, src + 16));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
 // Copies rows [r0, r0 + rows) x K steps [s0, s0 + steps) of x into the A-tile layout
-// [subs][steps][2 tiles][16 rows][32], zero-filling rows >= `rows` and columns >= k.
-VIDAX_AMX void pack_a(const BFloat16* x, int64_t x_stride, int64_t k, int64_t r0, int64_t rows,
+// [subs][steps][2 tiles][16 rows][32], zero-filling rows >= `rows` and columns >= k (f32 x is
+// rounded to bf16 here, so f32 activations need no separate conversion pass).
+template <typename X>
+VIDAX_AMX void pack_a(const X* x, int64_t x_stride, int64_t k, int64_t r0, int64_t rows,
                       int64_t subs, int64_t s0, int64_t steps, uint16_t* dst) {
   const __m512i zero = _mm512_setzero_si512();
   for (int64_t sub = 0; sub < subs; ++sub) {
@@ -76,33 +108,25 @@ VIDAX_AMX void pack_a(const BFloat16* x, int64_t x_stride, int64_t k, int64_t r0
         for (int64_t s = 0; s < steps; ++s) _mm512_store_si512(d + s * kStepElems, zero);
         continue;
       }
-      const uint16_t* src = reinterpret_cast<const uint16_t*>(x + (r0 + r) * x_stride);
+      const X* src = x + (r0 + r) * x_stride;
+      if constexpr (std::is_same_v<X, float>) {
+        // f32 rows are often short pieces of a wide strided buffer (one head's keys): each starts
+        // a new page, where the hardware prefetcher does not follow, so fetch a few rows ahead.
+        if (r + kPrefetchRows < rows) {
+          const char* ahead =
+              reinterpret_cast<const char*>(src + kPrefetchRows * x_stride + s0 * 32);
+          const int64_t bytes = std::min<int64_t>(steps * 32, k - s0 * 32) * 4;
+          for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
+        }
+      }
       for (int64_t s = 0; s < steps; ++s) {
         const int64_t c = (s0 + s) * 32;
         const int64_t valid = std::min<int64_t>(32, k - c);
-        __m512i v;
-        if (valid == 32) {
-          v = _mm512_loadu_si512(src + c);
-        } else if (valid > 0) {
-          v = _mm512_maskz_loadu_epi16(static_cast<__mmask32>((1ull << valid) - 1), src + c);
-        } else {
-          v = zero;
-        }
+        const __m512i v = valid > 0 ? load_k_step(src + c, valid) : zero;
         _mm512_store_si512(d + s * kStepElems, v);
       }
     }
   }
-}
-
-// Round to nearest even; NaN stays a quiet NaN (as f32_to_bf16).
-VIDAX_AMX inline __m256i to_bf16(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r =
-      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(r);
 }
 
 // 16 lanes of gelu(approximate='tanh') = x sigmoid(2u), u = c (x + a x^3) with PyTorch's f32
@@ -254,9 +278,9 @@ struct Plan {
 };
 
 // One thread's share of the (M block, N group) tasks.
-VIDAX_AMX void run_thread(const Plan& plan, const BFloat16* x, int64_t x_stride,
-                          const AmxPackedWeight& w, GemmEpilogue epilogue, const Output& out,
-                          int thread, int threads) {
+template <typename X>
+VIDAX_AMX void run_thread(const Plan& plan, const X* x, int64_t x_stride, const AmxPackedWeight& w,
+                          GemmEpilogue epilogue, const Output& out, int thread, int threads) {
   const int64_t tasks = plan.m_blocks * plan.n_groups;
   const int64_t t0 = tasks * thread / threads, t1 = tasks * (thread + 1) / threads;
   if (t0 >= t1) return;
@@ -312,8 +336,9 @@ VIDAX_AMX void run_thread(const Plan& plan, const BFloat16* x, int64_t x_stride,
   VIDAX_AMX_BARRIER();
 }
 
-void run(const BFloat16* x, int64_t m, int64_t x_stride, const AmxPackedWeight& w,
-         GemmEpilogue epilogue, const Output& out) {
+template <typename X>
+void run(const X* x, int64_t m, int64_t x_stride, const AmxPackedWeight& w, GemmEpilogue epilogue,
+         const Output& out) {
   VIDAX_CHECK(amx_bf16_usable(), "amx_gemm_bf16 called on a machine without usable AMX-BF16");
   VIDAX_CHECK(w.defined(), "amx_gemm_bf16 with an empty weight");
   VIDAX_CHECK(x_stride >= w.k(), "amx_gemm_bf16: row stride ", x_stride, " < K ", w.k());
@@ -403,6 +428,14 @@ void amx_gemm_bf16(const BFloat16* x, int64_t m, int64_t x_stride, const AmxPack
                    BFloat16* y, GemmEpilogue epilogue) {
   Output out;
   out.bf16 = y;
+  out.n = w.n();
+  run(x, m, x_stride, w, epilogue, out);
+}
+
+void amx_gemm_bf16(const float* x, int64_t m, int64_t x_stride, const AmxPackedWeight& w, float* y,
+                   GemmEpilogue epilogue) {
+  Output out;
+  out.f32 = y;
   out.n = w.n();
   run(x, m, x_stride, w, epilogue, out);
 }

@@ -10,7 +10,8 @@
 //
 // Every entry point requires amx_bf16_usable() (kernels/cpu/cpu_features.h); calling it on a
 // machine without usable AMX is an internal error. The kernel parallelises over (M block,
-// N range) on the OpenMP pool; it must not be called from inside a parallel region.
+// N range) on the OpenMP pool; called from inside an active parallel region it runs on the
+// calling thread alone.
 // Thread-safety: an AmxPackedWeight is immutable after construction and may be shared by
 // concurrent calls with distinct outputs.
 #pragma once
@@ -61,5 +62,10 @@ void amx_gemm_bf16(const BFloat16* x, int64_t m, int64_t x_stride, const AmxPack
                    float* y, GemmEpilogue epilogue = GemmEpilogue::kNone);
 void amx_gemm_bf16(const BFloat16* x, int64_t m, int64_t x_stride, const AmxPackedWeight& w,
                    BFloat16* y, GemmEpilogue epilogue = GemmEpilogue::kNone);
+// f32 activations, rounded to bf16 (nearest even, as f32_to_bf16) while they are packed into
+// tiles: the same result as rounding x first and calling the bf16 overload, without a separate
+// conversion pass over x (e.g. keys read in place from a strided q/k/v buffer).
+void amx_gemm_bf16(const float* x, int64_t m, int64_t x_stride, const AmxPackedWeight& w, float* y,
+                   GemmEpilogue epilogue = GemmEpilogue::kNone);
 
 }  // namespace vidax
