@@ -83,6 +83,54 @@ double mean_block_query_similarity(const AttentionCall& call, int64_t head,
   return block_similarity(unit_queries(call, head), call.head_dim, layout);
 }
 
+namespace {
+
+// The estimate from block summaries: qs rows [q+ | q-] of the query blocks' mean query, ks rows
+// [k_max | k_min] of the key blocks, both [nb, 2d]; sizes = tokens per block.
+std::vector<double> estimate_from_summaries(const std::vector<float>& qs,
+                                            const std::vector<float>& ks,
+                                            const std::vector<int64_t>& sizes, int64_t d) {
+  const auto nb = static_cast<int64_t>(sizes.size());
+  std::vector<float> score(static_cast<size_t>(nb * nb));
+  gemm_abt(qs.data(), nb, ks.data(), nb, 2 * d, score.data());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  std::vector<double> est(static_cast<size_t>(nb * nb));
+#pragma omp parallel
+  {
+    std::vector<float> e(static_cast<size_t>(nb));
+#pragma omp for schedule(static)
+    for (int64_t qb = 0; qb < nb; ++qb) {
+      const float* s = &score[static_cast<size_t>(qb * nb)];
+      double* row = &est[static_cast<size_t>(qb * nb)];
+      float mx = -INFINITY;
+      for (int64_t kb = 0; kb < nb; ++kb) mx = std::max(mx, s[kb] * scale);
+      for (int64_t kb = 0; kb < nb; ++kb) e[static_cast<size_t>(kb)] = s[kb] * scale - mx;
+      exp_f32(e.data(), e.data(), nb);
+      double z = 0;
+      for (int64_t kb = 0; kb < nb; ++kb) {
+        row[kb] = static_cast<double>(sizes[static_cast<size_t>(kb)]) * e[static_cast<size_t>(kb)];
+        z += row[kb];
+      }
+      for (int64_t kb = 0; kb < nb; ++kb) row[kb] /= z;
+    }
+  }
+  return est;
+}
+
+// [q+ | q-] of a block's query sum over m tokens, and [max | min] of its keys, as rows of 2d.
+void summary_rows(const float* qsum, const float* hi, const float* lo, int64_t m, int64_t d,
+                  float* qrow, float* krow) {
+  for (int64_t c = 0; c < d; ++c) {
+    const float v = qsum[c] / static_cast<float>(m);
+    qrow[c] = std::max(v, 0.0f);
+    qrow[d + c] = std::min(v, 0.0f);
+    krow[c] = hi[c];
+    krow[d + c] = lo[c];
+  }
+}
+
+}  // namespace
+
 std::vector<double> spade_block_estimate(const AttentionCall& call, int64_t head,
                                          const TokenLayout& layout) {
   const int64_t d = call.head_dim, nb = layout.blocks.blocks();
@@ -90,10 +138,12 @@ std::vector<double> spade_block_estimate(const AttentionCall& call, int64_t head
   // max(q c_hi, q c_lo) = max(q, 0) c_hi + min(q, 0) c_lo, so the bound is one GEMM:
   // [q+ | q-] [q_blocks, 2 d] . [k_max | k_min] [k_blocks, 2 d]^T.
   std::vector<float> qs(static_cast<size_t>(nb) * 2 * ud), ks(qs.size());
+  std::vector<int64_t> sizes(static_cast<size_t>(nb));
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < nb; ++b) {
     std::vector<float> qm(ud, 0.0f), hi(ud, -INFINITY), lo(ud, INFINITY);
     const int64_t m = layout.blocks.size(b);
+    sizes[static_cast<size_t>(b)] = m;
     for (int64_t p = layout.blocks.begin(b); p < layout.blocks.begin(b) + m; ++p) {
       const int64_t t = layout.original(p);
       const float* q = call.q + t * call.stride + head * d;
@@ -104,37 +154,180 @@ std::vector<double> spade_block_estimate(const AttentionCall& call, int64_t head
         lo[c] = std::min(lo[c], k[c]);
       }
     }
-    float* qrow = &qs[static_cast<size_t>(b) * 2 * ud];
-    float* krow = &ks[static_cast<size_t>(b) * 2 * ud];
-    for (size_t c = 0; c < ud; ++c) {
-      const float v = qm[c] / static_cast<float>(m);
-      qrow[c] = std::max(v, 0.0f);
-      qrow[ud + c] = std::min(v, 0.0f);
-      krow[c] = hi[c];
-      krow[ud + c] = lo[c];
-    }
+    summary_rows(qm.data(), hi.data(), lo.data(), m, d, &qs[static_cast<size_t>(b) * 2 * ud],
+                 &ks[static_cast<size_t>(b) * 2 * ud]);
   }
-  std::vector<float> score(static_cast<size_t>(nb * nb));
-  gemm_abt(qs.data(), nb, ks.data(), nb, 2 * d, score.data());
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  std::vector<double> est(static_cast<size_t>(nb * nb));
-#pragma omp parallel for schedule(static)
-  for (int64_t qb = 0; qb < nb; ++qb) {
-    const float* s = &score[static_cast<size_t>(qb * nb)];
-    double* row = &est[static_cast<size_t>(qb * nb)];
-    std::vector<float> e(static_cast<size_t>(nb));
-    float mx = -INFINITY;
-    for (int64_t kb = 0; kb < nb; ++kb) mx = std::max(mx, s[kb] * scale);
-    for (int64_t kb = 0; kb < nb; ++kb) e[static_cast<size_t>(kb)] = s[kb] * scale - mx;
-    exp_f32(e.data(), e.data(), nb);
-    double z = 0;
-    for (int64_t kb = 0; kb < nb; ++kb) {
-      row[kb] = static_cast<double>(layout.blocks.size(kb)) * e[static_cast<size_t>(kb)];
-      z += row[kb];
-    }
-    for (int64_t kb = 0; kb < nb; ++kb) row[kb] /= z;
+  return estimate_from_summaries(qs, ks, sizes, d);
+}
+
+SpadeSummaries::SpadeSummaries(const TokenGrid& grid, const std::vector<BlockShape>& shapes)
+    : grid_(grid), shapes_(shapes) {
+  validate_grid(grid, "spade summaries");
+  VIDAX_CHECK(!shapes.empty());
+  run_ = {shapes[0].t, shapes[0].h, shapes[0].w};
+  for (const auto& s : shapes) {
+    VIDAX_CHECK(s.t > 0 && s.h > 0 && s.w > 0);
+    run_[0] = std::gcd(run_[0], s.t);
+    run_[1] = std::gcd(run_[1], s.h);
+    run_[2] = std::gcd(run_[2], s.w);
   }
-  return est;
+  offset_.push_back(0);
+  for (const auto& s : shapes) {
+    Geometry g;
+    g.nt = (grid.frames + s.t - 1) / s.t;
+    g.nh = (grid.height + s.h - 1) / s.h;
+    g.nw = (grid.width + s.w - 1) / s.w;
+    for (int64_t bt = 0; bt < g.nt; ++bt)
+      for (int64_t bh = 0; bh < g.nh; ++bh)
+        for (int64_t bw = 0; bw < g.nw; ++bw)
+          g.sizes.push_back((std::min(grid.frames, (bt + 1) * s.t) - bt * s.t) *
+                            (std::min(grid.height, (bh + 1) * s.h) - bh * s.h) *
+                            (std::min(grid.width, (bw + 1) * s.w) - bw * s.w));
+    offset_.push_back(offset_.back() + static_cast<int64_t>(g.sizes.size()));
+    geo_.push_back(std::move(g));
+  }
+}
+
+int64_t SpadeSummaries::block_of(size_t shape, int64_t f, int64_t y, int64_t x) const {
+  const auto& s = shapes_[shape];
+  const auto& g = geo_[shape];
+  return ((f / s.t) * g.nh + y / s.h) * g.nw + x / s.w;
+}
+
+namespace {
+
+constexpr int64_t kAhead = 16;  // tokens prefetched ahead in the strided passes
+
+// The hot loops of the summaries, compiled for AVX-512 and for the baseline and chosen at load
+// time (the loops are plain; the compiler vectorizes each clone for its target).
+__attribute__((target_clones("avx512f", "default"))) void add_rows(float* acc, const float* v,
+                                                                   int64_t d) {
+  for (int64_t c = 0; c < d; ++c) acc[c] += v[c];
+}
+__attribute__((target_clones("avx512f", "default"))) void add_unit_and_raw(const float* q,
+                                                                           int64_t d, float* unit,
+                                                                           float* raw) {
+  float lanes[16] = {};  // independent partial sums so the loop vectorizes
+  int64_t c = 0;
+  for (; c + 16 <= d; c += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] += q[c + l] * q[c + l];
+  float norm = 0;
+  for (const float v : lanes) norm += v;
+  for (; c < d; ++c) norm += q[c] * q[c];
+  const float inv = norm > 0 ? 1.0f / std::sqrt(norm) : 0.0f;
+  for (int64_t i = 0; i < d; ++i) {
+    unit[i] += q[i] * inv;
+    raw[i] += q[i];
+  }
+}
+__attribute__((target_clones("avx512f", "default"))) void max_min_rows(float* hi, float* lo,
+                                                                       const float* v, int64_t d) {
+  for (int64_t c = 0; c < d; ++c) {
+    hi[c] = std::max(hi[c], v[c]);
+    lo[c] = std::min(lo[c], v[c]);
+  }
+}
+
+}  // namespace
+
+void SpadeSummaries::query_sums(const AttentionCall& call, int64_t head, bool unit) {
+  VIDAX_CHECK(call.grid == grid_);
+  const int64_t d = call.head_dim, total = offset_.back();
+  const auto ud = static_cast<size_t>(d);
+  d_ = d;
+  raw_.assign(static_cast<size_t>(total) * ud, 0.0f);
+  unit_.assign(unit ? static_cast<size_t>(total) * ud : 0, 0.0f);
+  std::vector<float> ru(ud), rr(ud);
+  const int64_t H = grid_.height, W = grid_.width;
+  // Tokens in native order, a run of run_[2] consecutive tokens of a row at a time: every
+  // shape's width is a multiple of the run, so a run lies in one block of every shape and its
+  // sums go to each shape's accumulator once.
+  for (int64_t f = 0; f < grid_.frames; ++f)
+    for (int64_t y = 0; y < H; ++y)
+      for (int64_t x0 = 0; x0 < W; x0 += run_[2]) {
+        const int64_t x1 = std::min(W, x0 + run_[2]);
+        std::fill(ru.begin(), ru.end(), 0.0f);
+        std::fill(rr.begin(), rr.end(), 0.0f);
+        for (int64_t x = x0; x < x1; ++x) {
+          const int64_t t = (f * H + y) * W + x;
+          // The rows of one head are short pieces of a wide buffer: fetch a few tokens ahead.
+          if (t + kAhead < grid_.tokens()) {
+            const char* ahead =
+                reinterpret_cast<const char*>(call.q + (t + kAhead) * call.stride + head * d);
+            for (int64_t b = 0; b < d * 4; b += 64) __builtin_prefetch(ahead + b);
+          }
+          const float* q = call.q + t * call.stride + head * d;
+          if (unit)
+            add_unit_and_raw(q, d, ru.data(), rr.data());
+          else
+            add_rows(rr.data(), q, d);
+        }
+        for (size_t s = 0; s < shapes_.size(); ++s) {
+          const auto at = static_cast<size_t>(offset_[s] + block_of(s, f, y, x0)) * ud;
+          add_rows(&raw_[at], rr.data(), d);
+          if (unit) add_rows(&unit_[at], ru.data(), d);
+        }
+      }
+}
+
+double SpadeSummaries::similarity(size_t shape) const {
+  VIDAX_CHECK(!unit_.empty());
+  const auto& g = geo_[shape];
+  double total = 0;
+  int64_t counted = 0;
+  for (size_t b = 0; b < g.sizes.size(); ++b) {
+    const int64_t m = g.sizes[b];
+    if (m < 2) continue;
+    const float* u = &unit_[static_cast<size_t>(offset_[shape] + static_cast<int64_t>(b)) *
+                            static_cast<size_t>(d_)];
+    double s2 = 0;
+    for (int64_t c = 0; c < d_; ++c) s2 += static_cast<double>(u[c]) * u[c];
+    // Mean pairwise cosine = (|sum of unit vectors|^2 - m) / (m (m - 1)).
+    total += (s2 - static_cast<double>(m)) / static_cast<double>(m * (m - 1));
+    ++counted;
+  }
+  return counted ? total / static_cast<double>(counted) : 0.0;
+}
+
+std::vector<double> SpadeSummaries::estimate(const AttentionCall& call, int64_t head,
+                                             size_t shape) const {
+  const int64_t d = call.head_dim, H = grid_.height, W = grid_.width;
+  const auto ud = static_cast<size_t>(d);
+  VIDAX_CHECK(d == d_ && call.grid == grid_);
+  const auto& g = geo_[shape];
+  const int64_t nb = static_cast<int64_t>(g.sizes.size());
+  std::vector<float> hi(static_cast<size_t>(nb) * ud, -INFINITY), lo(hi.size(), INFINITY);
+  // Keys in native order, max / min of a run first, then into the run's block.
+  std::vector<float> rh(ud), rl(ud);
+  const int64_t run = shapes_[shape].w;  // a run may span the whole block width here
+  for (int64_t f = 0; f < grid_.frames; ++f)
+    for (int64_t y = 0; y < H; ++y)
+      for (int64_t x0 = 0; x0 < W; x0 += run) {
+        const int64_t x1 = std::min(W, x0 + run);
+        std::fill(rh.begin(), rh.end(), -INFINITY);
+        std::fill(rl.begin(), rl.end(), INFINITY);
+        for (int64_t x = x0; x < x1; ++x) {
+          const int64_t t = (f * H + y) * W + x;
+          if (t + kAhead < grid_.tokens()) {
+            const char* ahead =
+                reinterpret_cast<const char*>(call.k + (t + kAhead) * call.stride + head * d);
+            for (int64_t b = 0; b < d * 4; b += 64) __builtin_prefetch(ahead + b);
+          }
+          max_min_rows(rh.data(), rl.data(), call.k + t * call.stride + head * d, d);
+        }
+        const auto at = static_cast<size_t>(block_of(shape, f, y, x0)) * ud;
+        for (size_t c = 0; c < ud; ++c) {
+          hi[at + c] = std::max(hi[at + c], rh[c]);
+          lo[at + c] = std::min(lo[at + c], rl[c]);
+        }
+      }
+  std::vector<float> qs(static_cast<size_t>(nb) * 2 * ud), ks(qs.size());
+  for (int64_t b = 0; b < nb; ++b)
+    summary_rows(&raw_[static_cast<size_t>(offset_[shape] + b) * ud],
+                 &hi[static_cast<size_t>(b) * ud], &lo[static_cast<size_t>(b) * ud],
+                 g.sizes[static_cast<size_t>(b)], d, &qs[static_cast<size_t>(b) * 2 * ud],
+                 &ks[static_cast<size_t>(b) * 2 * ud]);
+  return estimate_from_summaries(qs, ks, g.sizes, d);
 }
 
 SpadePolicy::SpadePolicy(SpadeOptions options) : opt_(std::move(options)) {
@@ -161,6 +354,12 @@ double SpadePolicy::topp_for(const AttentionCall& call) const {
       static_cast<int64_t>(std::floor(opt_.early * static_cast<double>(call.steps)));
   if (call.step < early_steps && opt_.topp_early > 0) return opt_.topp_early;
   return call.cfg_branch == 1 ? opt_.topp_uncond : opt_.topp;
+}
+
+SpadeSummaries& SpadePolicy::summaries_for(const TokenGrid& grid) {
+  auto& slot = summaries_[{grid.frames, grid.height, grid.width}];
+  if (!slot) slot = std::make_unique<SpadeSummaries>(grid, opt_.shapes);
+  return *slot;
 }
 
 const TokenLayout& SpadePolicy::layout_for(const TokenGrid& grid, size_t shape) {
@@ -191,22 +390,29 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
               call.step < cached->second.step ||
               call.step - cached->second.step >= opt_.shape_every ||
               static_cast<int64_t>(cached->second.shapes.size()) != call.heads;
-  if (!reshaped_) {
-    shape_of_ = cached->second.shapes;
-  } else {
+  // Per head, one pass over its queries sums every candidate shape's blocks (unit vectors for
+  // the similarity when choosing shapes, raw queries for the estimate).
+  auto& sums = summaries_for(call.grid);
+  std::vector<std::vector<double>> estimates(static_cast<size_t>(call.heads));
+  if (reshaped_) {
     shape_of_.assign(static_cast<size_t>(call.heads), 0);
     similarity_.assign(static_cast<size_t>(call.heads), std::vector<double>(shapes));
-    for (int64_t h = 0; h < call.heads; ++h) {
+  } else {
+    shape_of_ = cached->second.shapes;
+  }
+  for (int64_t h = 0; h < call.heads; ++h) {
+    sums.query_sums(call, h, reshaped_);
+    if (reshaped_) {
       auto& sim = similarity_[static_cast<size_t>(h)];
-      const std::vector<float> unit = unit_queries(call, h);
-      for (size_t s = 0; s < shapes; ++s)
-        sim[s] = block_similarity(unit, call.head_dim, layout_for(call.grid, s));
+      for (size_t s = 0; s < shapes; ++s) sim[s] = sums.similarity(s);
       // First best wins ties, so the candidate order is the preference order.
       shape_of_[static_cast<size_t>(h)] =
           static_cast<int>(std::max_element(sim.begin(), sim.end()) - sim.begin());
     }
-    choices_[key] = Choice{call.step, shape_of_};
+    estimates[static_cast<size_t>(h)] =
+        sums.estimate(call, h, static_cast<size_t>(shape_of_[static_cast<size_t>(h)]));
   }
+  if (reshaped_) choices_[key] = Choice{call.step, shape_of_};
   const double p = topp_for(call);
   for (size_t s = 0; s < shapes; ++s) {
     HeadGroup g;
@@ -216,60 +422,63 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
     g.layout = layout_for(call.grid, s);
     const int64_t nb = g.layout.blocks.blocks();
     g.mask = BlockMask(static_cast<int64_t>(g.heads.size()), nb, nb);
-    std::vector<uint8_t> keep(static_cast<size_t>(nb * nb));
+    const int64_t words = (nb + 63) / 64;
+    std::vector<uint64_t> keep(static_cast<size_t>(nb * words));  // [q blocks][words] bits
     for (size_t i = 0; i < g.heads.size(); ++i) {
-      const auto est = spade_block_estimate(call, g.heads[i], g.layout);
+      const auto& est = estimates[static_cast<size_t>(g.heads[i])];
       std::fill(keep.begin(), keep.end(), 0);
-#pragma omp parallel for schedule(dynamic, 16)
-      for (int64_t qb = 0; qb < nb; ++qb) {
-        const double* row = &est[static_cast<size_t>(qb * nb)];
-        uint8_t* k = &keep[static_cast<size_t>(qb * nb)];
-        // Descending estimate; equal estimates by block index so the choice is deterministic.
+#pragma omp parallel
+      {
         std::vector<std::pair<double, int32_t>> order(static_cast<size_t>(nb));
-        for (int64_t kb = 0; kb < nb; ++kb)
-          order[static_cast<size_t>(kb)] = {row[kb], static_cast<int32_t>(kb)};
-        const auto before = [](const std::pair<double, int32_t>& a,
-                               const std::pair<double, int32_t>& b) {
-          return a.first > b.first || (a.first == b.first && a.second < b.second);
-        };
-        if (opt_.topk > 0) {
-          const auto k_end = order.begin() + std::min<int64_t>(opt_.topk, nb);
-          std::partial_sort(order.begin(), k_end, order.end(), before);
-          for (auto it = order.begin(); it != k_end; ++it) k[it->second] = 1;
-        } else {
-          // The shortest prefix of the descending order whose mass reaches p, found by
-          // halving with nth_element (linear on average) instead of sorting the whole row.
-          int64_t lo = 0, hi = nb;
-          double kept = 0;
-          while (lo < hi && kept < p) {
-            if (hi - lo <= 32) {
-              std::sort(order.begin() + lo, order.begin() + hi, before);
-              for (int64_t r = lo; r < hi && kept < p; ++r) {
-                k[order[static_cast<size_t>(r)].second] = 1;
-                kept += order[static_cast<size_t>(r)].first;
+#pragma omp for schedule(dynamic, 16)
+        for (int64_t qb = 0; qb < nb; ++qb) {
+          const double* row = &est[static_cast<size_t>(qb * nb)];
+          uint64_t* k = &keep[static_cast<size_t>(qb * words)];
+          const auto mark = [k](int64_t kb) { k[kb / 64] |= uint64_t{1} << (kb % 64); };
+          // Descending estimate; equal estimates by block index so the choice is deterministic.
+          for (int64_t kb = 0; kb < nb; ++kb)
+            order[static_cast<size_t>(kb)] = {row[kb], static_cast<int32_t>(kb)};
+          const auto before = [](const std::pair<double, int32_t>& a,
+                                 const std::pair<double, int32_t>& b) {
+            return a.first > b.first || (a.first == b.first && a.second < b.second);
+          };
+          if (opt_.topk > 0) {
+            const auto k_end = order.begin() + std::min<int64_t>(opt_.topk, nb);
+            std::nth_element(order.begin(), k_end - 1, order.end(), before);
+            for (auto it = order.begin(); it != k_end; ++it) mark(it->second);
+          } else {
+            // The shortest prefix of the descending order whose mass reaches p, found by
+            // halving with nth_element (linear on average) instead of sorting the whole row.
+            int64_t lo = 0, hi = nb;
+            double kept = 0;
+            while (lo < hi && kept < p) {
+              if (hi - lo <= 32) {
+                std::sort(order.begin() + lo, order.begin() + hi, before);
+                for (int64_t r = lo; r < hi && kept < p; ++r) {
+                  mark(order[static_cast<size_t>(r)].second);
+                  kept += order[static_cast<size_t>(r)].first;
+                }
+                break;
               }
-              break;
-            }
-            const int64_t mid = lo + (hi - lo) / 2;
-            std::nth_element(order.begin() + lo, order.begin() + mid, order.begin() + hi, before);
-            double left = 0;
-            for (int64_t r = lo; r < mid; ++r) left += order[static_cast<size_t>(r)].first;
-            if (kept + left >= p) {
-              hi = mid;
-            } else {
-              for (int64_t r = lo; r < mid; ++r) k[order[static_cast<size_t>(r)].second] = 1;
-              kept += left;
-              lo = mid;
+              const int64_t mid = lo + (hi - lo) / 2;
+              std::nth_element(order.begin() + lo, order.begin() + mid, order.begin() + hi, before);
+              double left = 0;
+              for (int64_t r = lo; r < mid; ++r) left += order[static_cast<size_t>(r)].first;
+              if (kept + left >= p) {
+                hi = mid;
+              } else {
+                for (int64_t r = lo; r < mid; ++r) mark(order[static_cast<size_t>(r)].second);
+                kept += left;
+                lo = mid;
+              }
             }
           }
+          for (int64_t kb = 0; kb < std::min(opt_.sink, nb); ++kb) mark(kb);
+          mark(qb);
         }
-        for (int64_t kb = 0; kb < std::min(opt_.sink, nb); ++kb) k[kb] = 1;
-        k[qb] = 1;
       }
       for (int64_t qb = 0; qb < nb; ++qb)
-        for (int64_t kb = 0; kb < nb; ++kb)
-          if (keep[static_cast<size_t>(qb * nb + kb)])
-            g.mask.set(static_cast<int64_t>(i), qb, kb, TileClass::kFull);
+        g.mask.set_full_bits(static_cast<int64_t>(i), qb, &keep[static_cast<size_t>(qb * words)]);
     }
     g.mask.build_rows();
     plan.groups.push_back(std::move(g));

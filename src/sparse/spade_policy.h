@@ -49,6 +49,40 @@ double mean_block_query_similarity(const AttentionCall& call, int64_t head,
 std::vector<double> spade_block_estimate(const AttentionCall& call, int64_t head,
                                          const TokenLayout& layout);
 
+// Block summaries of one head for a fixed set of candidate shapes on one grid, computed the fast
+// way the policy uses (equal to mean_block_query_similarity / spade_block_estimate on
+// block3d_layout(grid, shape) up to f32 summation order): query_sums() walks the head's queries
+// once in native order, a run of gcd(widths) tokens at a time, adding each run's sums to its
+// block in every shape (all shapes' dimensions are multiples of the per-axis gcd, so a run never
+// straddles a block); estimate() walks the keys once for one shape's per-channel max / min.
+// Not thread-safe (one object per policy).
+class SpadeSummaries {
+ public:
+  SpadeSummaries(const TokenGrid& grid, const std::vector<BlockShape>& shapes);
+  // Sums of the head's queries per block of every shape; with `unit`, also of its unit-norm
+  // queries (for similarity()).
+  void query_sums(const AttentionCall& call, int64_t head, bool unit);
+  // Mean over blocks of >= 2 tokens of the mean pairwise cosine of the queries (last query_sums
+  // with unit = true).
+  double similarity(size_t shape) const;
+  // spade_block_estimate of the head over `shape`'s blocks (last query_sums of this head).
+  std::vector<double> estimate(const AttentionCall& call, int64_t head, size_t shape) const;
+
+ private:
+  struct Geometry {
+    int64_t nt = 0, nh = 0, nw = 0;
+    std::vector<int64_t> sizes;  // tokens per block, raster order over the block grid
+  };
+  int64_t block_of(size_t shape, int64_t f, int64_t y, int64_t x) const;
+  TokenGrid grid_;
+  std::vector<BlockShape> shapes_;
+  std::vector<Geometry> geo_;
+  std::vector<int64_t> offset_;  // first block of each shape in the accumulators
+  std::array<int64_t, 3> run_{1, 1, 1};
+  int64_t d_ = 0;
+  std::vector<float> unit_, raw_;  // [blocks of all shapes, head_dim]
+};
+
 class SpadePolicy final : public AttentionPolicy {
  public:
   explicit SpadePolicy(SpadeOptions options);
@@ -64,10 +98,12 @@ class SpadePolicy final : public AttentionPolicy {
   bool last_reshaped() const { return reshaped_; }
   const SpadeOptions& options() const { return opt_; }
   const TokenLayout& layout_for(const TokenGrid& grid, size_t shape);
+  SpadeSummaries& summaries_for(const TokenGrid& grid);
 
  private:
   SpadeOptions opt_;
   std::map<std::array<int64_t, 3>, std::vector<std::unique_ptr<TokenLayout>>> cache_;
+  std::map<std::array<int64_t, 3>, std::unique_ptr<SpadeSummaries>> summaries_;
   struct Choice {
     int64_t step = 0;
     std::vector<int> shapes;

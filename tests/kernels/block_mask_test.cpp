@@ -63,6 +63,37 @@ TEST(BlockMask, RowsMatchTheTilesSet) {
   }
 }
 
+// set_full_bits equals set(..., kFull) for every set bit, over a mask with all three classes
+// already present (FULL stays, SKIP and BOUNDARY under a bit become FULL, others untouched).
+TEST(BlockMask, SetFullBitsEqualsSetPerBit) {
+  std::mt19937 rng(9);
+  for (int64_t kblocks : {1, 63, 64, 65, 130}) {
+    const int64_t words = (kblocks + 63) / 64;
+    BlockMask a(2, 4, kblocks), b(2, 4, kblocks);
+    for (int i = 0; i < 200; ++i) {
+      const int64_t h = rng() % 2, qb = rng() % 4, kb = rng() % kblocks;
+      const auto c = static_cast<TileClass>(rng() % 3);
+      a.set(h, qb, kb, c);
+      b.set(h, qb, kb, c);
+    }
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t qb = 0; qb < 4; ++qb) {
+        std::vector<uint64_t> bits(static_cast<size_t>(words), 0);
+        for (int64_t kb = 0; kb < kblocks; ++kb)
+          if (rng() % 2) {
+            bits[static_cast<size_t>(kb / 64)] |= uint64_t{1} << (kb % 64);
+            a.set(h, qb, kb, TileClass::kFull);
+          }
+        b.set_full_bits(h, qb, bits.data());
+      }
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t qb = 0; qb < 4; ++qb)
+        for (int64_t kb = 0; kb < kblocks; ++kb)
+          ASSERT_EQ(a.get(h, qb, kb), b.get(h, qb, kb))
+              << kblocks << " " << h << " " << qb << " " << kb;
+  }
+}
+
 TEST(BlockMask, DensityWeighsRaggedBlocks) {
   const auto p = BlockPartition::uniform(10, 4);  // blocks of 4, 4, 2
   BlockMask m(1, 3, 3);

@@ -124,6 +124,42 @@ TEST(SpadePolicy, MaskMatchesScalarRuleOnRaggedGrids) {
   }
 }
 
+// The fast summaries (one pass over the queries for all shapes, runs of gcd(widths) tokens; one
+// pass over the keys per chosen shape) against the per-layout functions on block3d_layout:
+// ragged grids (runs cut at the row end, ragged blocks on every axis), gcd 4 and 1 along width.
+TEST(SpadeSummaries, EqualThePerLayoutFunctions) {
+  const std::vector<std::vector<BlockShape>> sets = {
+      {{1, 4, 16}, {1, 8, 8}, {16, 1, 4}, {8, 1, 8}, {4, 2, 8}, {2, 4, 8}},
+      {{1, 2, 4}, {3, 1, 2}, {2, 2, 3}, {1, 4, 16}}};
+  for (const TokenGrid g : {TokenGrid{5, 9, 13}, TokenGrid{17, 3, 30}, TokenGrid{1, 1, 7}}) {
+    for (const auto& shapes : sets) {
+      CallData d(g, 2, 24);
+      d.randomize(17, 1.3f);
+      SpadeSummaries sums(g, shapes);
+      for (int64_t h = 0; h < 2; ++h) {
+        sums.query_sums(d.call, h, true);
+        for (size_t s = 0; s < shapes.size(); ++s) {
+          const auto layout = block3d_layout(g, shapes[s]);
+          EXPECT_NEAR(sums.similarity(s), mean_block_query_similarity(d.call, h, layout), 1e-5)
+              << shapes[s].str() << " head " << h;
+          const auto fast = sums.estimate(d.call, h, s);
+          const auto ref = spade_block_estimate(d.call, h, layout);
+          ASSERT_EQ(fast.size(), ref.size()) << shapes[s].str();
+          for (size_t i = 0; i < ref.size(); ++i)
+            ASSERT_NEAR(fast[i], ref[i], 1e-5 * std::max(1.0, ref[i]))
+                << shapes[s].str() << " head " << h << " entry " << i;
+        }
+        // Raw sums only (shapes reused): the estimate is unchanged.
+        sums.query_sums(d.call, h, false);
+        const auto layout = block3d_layout(g, shapes[1]);
+        const auto fast = sums.estimate(d.call, h, 1);
+        const auto ref = spade_block_estimate(d.call, h, layout);
+        for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 1e-5);
+      }
+    }
+  }
+}
+
 TEST(SpadePolicy, SimilarityEqualsMeanPairwiseCosine) {
   const TokenGrid g{3, 5, 7};
   CallData d(g, 2, 8);

@@ -70,6 +70,17 @@ void BlockMask::set_row(int64_t head, int64_t qb, TileClass c) {
   for (int64_t kb = 0; kb < k_blocks_; ++kb) set(head, qb, kb, c);
 }
 
+void BlockMask::set_full_bits(int64_t head, int64_t qb, const uint64_t* bits) {
+  const size_t w0 = word_index(head, qb, 0);
+  const int64_t tail = k_blocks_ % 64;
+  VIDAX_CHECK(tail == 0 || (bits[words_ - 1] >> tail) == 0, "set_full_bits: bits past k_blocks");
+  for (int64_t w = 0; w < words_; ++w) {
+    active_[w0 + static_cast<size_t>(w)] |= bits[w];
+    boundary_[w0 + static_cast<size_t>(w)] &= ~bits[w];
+  }
+  rows_built_ = false;
+}
+
 void BlockMask::fill_head(int64_t head, TileClass c) {
   for (int64_t qb = 0; qb < q_blocks_; ++qb) set_row(head, qb, c);
 }

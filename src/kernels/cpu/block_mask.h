@@ -63,6 +63,10 @@ class BlockMask {
   void fill(TileClass c);                               // every tile of every head
   void fill_head(int64_t head, TileClass c);            // every tile of one head
   void set_row(int64_t head, int64_t qb, TileClass c);  // every key block of one row
+  // Marks FULL every key block whose bit is set in `bits` (ceil(k_blocks / 64) words, bit kb % 64
+  // of word kb / 64; bits past k_blocks must be 0); others keep their class. For policies that
+  // select whole rows at once.
+  void set_full_bits(int64_t head, int64_t qb, const uint64_t* bits);
 
   // Builds the per-row active lists; must be called after the last set() and before rows().
   void build_rows();
