@@ -1,5 +1,7 @@
 #include "sparse/spade_policy.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -356,10 +358,11 @@ double SpadePolicy::topp_for(const AttentionCall& call) const {
   return call.cfg_branch == 1 ? opt_.topp_uncond : opt_.topp;
 }
 
-SpadeSummaries& SpadePolicy::summaries_for(const TokenGrid& grid) {
-  auto& slot = summaries_[{grid.frames, grid.height, grid.width}];
-  if (!slot) slot = std::make_unique<SpadeSummaries>(grid, opt_.shapes);
-  return *slot;
+std::vector<std::unique_ptr<SpadeSummaries>>& SpadePolicy::summaries_for(const TokenGrid& grid) {
+  auto& pool = summaries_[{grid.frames, grid.height, grid.width}];
+  const auto threads = static_cast<size_t>(std::max(1, omp_get_max_threads()));
+  while (pool.size() < threads) pool.push_back(std::make_unique<SpadeSummaries>(grid, opt_.shapes));
+  return pool;
 }
 
 const TokenLayout& SpadePolicy::layout_for(const TokenGrid& grid, size_t shape) {
@@ -391,8 +394,9 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
               call.step - cached->second.step >= opt_.shape_every ||
               static_cast<int64_t>(cached->second.shapes.size()) != call.heads;
   // Per head, one pass over its queries sums every candidate shape's blocks (unit vectors for
-  // the similarity when choosing shapes, raw queries for the estimate).
-  auto& sums = summaries_for(call.grid);
+  // the similarity when choosing shapes, raw queries for the estimate); heads in parallel, each
+  // thread with its own accumulators.
+  auto& pool = summaries_for(call.grid);
   std::vector<std::vector<double>> estimates(static_cast<size_t>(call.heads));
   if (reshaped_) {
     shape_of_.assign(static_cast<size_t>(call.heads), 0);
@@ -400,7 +404,9 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
   } else {
     shape_of_ = cached->second.shapes;
   }
+#pragma omp parallel for schedule(dynamic, 1)
   for (int64_t h = 0; h < call.heads; ++h) {
+    SpadeSummaries& sums = *pool[static_cast<size_t>(omp_get_thread_num())];
     sums.query_sums(call, h, reshaped_);
     if (reshaped_) {
       auto& sim = similarity_[static_cast<size_t>(h)];

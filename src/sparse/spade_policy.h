@@ -98,12 +98,13 @@ class SpadePolicy final : public AttentionPolicy {
   bool last_reshaped() const { return reshaped_; }
   const SpadeOptions& options() const { return opt_; }
   const TokenLayout& layout_for(const TokenGrid& grid, size_t shape);
-  SpadeSummaries& summaries_for(const TokenGrid& grid);
+  // One SpadeSummaries per OpenMP thread for `grid` (plan() sums heads in parallel).
+  std::vector<std::unique_ptr<SpadeSummaries>>& summaries_for(const TokenGrid& grid);
 
  private:
   SpadeOptions opt_;
   std::map<std::array<int64_t, 3>, std::vector<std::unique_ptr<TokenLayout>>> cache_;
-  std::map<std::array<int64_t, 3>, std::unique_ptr<SpadeSummaries>> summaries_;
+  std::map<std::array<int64_t, 3>, std::vector<std::unique_ptr<SpadeSummaries>>> summaries_;
   struct Choice {
     int64_t step = 0;
     std::vector<int> shapes;
