@@ -332,6 +332,70 @@ std::vector<double> SpadeSummaries::estimate(const AttentionCall& call, int64_t 
   return estimate_from_summaries(qs, ks, g.sizes, d);
 }
 
+namespace {
+
+// Per query-block row of est [nb, nb]: the top-k key blocks (topk > 0) or the shortest prefix of
+// the descending order whose estimated mass reaches p, plus the first `sink` blocks and the
+// diagonal; keep = bit rows [nb][ceil(nb / 64)].
+void select_blocks(const std::vector<double>& est, int64_t nb, double p, int64_t topk, int64_t sink,
+                   std::vector<uint64_t>& keep) {
+  VIDAX_CHECK(static_cast<int64_t>(est.size()) == nb * nb);
+  const int64_t words = (nb + 63) / 64;
+  keep.assign(static_cast<size_t>(nb * words), 0);
+#pragma omp parallel
+  {
+    std::vector<std::pair<double, int32_t>> order(static_cast<size_t>(nb));
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t qb = 0; qb < nb; ++qb) {
+      const double* row = &est[static_cast<size_t>(qb * nb)];
+      uint64_t* k = &keep[static_cast<size_t>(qb * words)];
+      const auto mark = [k](int64_t kb) { k[kb / 64] |= uint64_t{1} << (kb % 64); };
+      // Descending estimate; equal estimates by block index so the choice is deterministic.
+      for (int64_t kb = 0; kb < nb; ++kb)
+        order[static_cast<size_t>(kb)] = {row[kb], static_cast<int32_t>(kb)};
+      const auto before = [](const std::pair<double, int32_t>& a,
+                             const std::pair<double, int32_t>& b) {
+        return a.first > b.first || (a.first == b.first && a.second < b.second);
+      };
+      if (topk > 0) {
+        const auto k_end = order.begin() + std::min<int64_t>(topk, nb);
+        std::nth_element(order.begin(), k_end - 1, order.end(), before);
+        for (auto it = order.begin(); it != k_end; ++it) mark(it->second);
+      } else {
+        // The shortest prefix of the descending order whose mass reaches p, found by
+        // halving with nth_element (linear on average) instead of sorting the whole row.
+        int64_t lo = 0, hi = nb;
+        double kept = 0;
+        while (lo < hi && kept < p) {
+          if (hi - lo <= 32) {
+            std::sort(order.begin() + lo, order.begin() + hi, before);
+            for (int64_t r = lo; r < hi && kept < p; ++r) {
+              mark(order[static_cast<size_t>(r)].second);
+              kept += order[static_cast<size_t>(r)].first;
+            }
+            break;
+          }
+          const int64_t mid = lo + (hi - lo) / 2;
+          std::nth_element(order.begin() + lo, order.begin() + mid, order.begin() + hi, before);
+          double left = 0;
+          for (int64_t r = lo; r < mid; ++r) left += order[static_cast<size_t>(r)].first;
+          if (kept + left >= p) {
+            hi = mid;
+          } else {
+            for (int64_t r = lo; r < mid; ++r) mark(order[static_cast<size_t>(r)].second);
+            kept += left;
+            lo = mid;
+          }
+        }
+      }
+      for (int64_t kb = 0; kb < std::min(sink, nb); ++kb) mark(kb);
+      mark(qb);
+    }
+  }
+}
+
+}  // namespace
+
 SpadePolicy::SpadePolicy(SpadeOptions options) : opt_(std::move(options)) {
   if (opt_.topp_uncond < 0) opt_.topp_uncond = opt_.topp;
   VIDAX_CHECK(!opt_.shapes.empty());
@@ -397,7 +461,10 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
   // the similarity when choosing shapes, raw queries for the estimate); heads in parallel, each
   // thread with its own accumulators.
   auto& pool = summaries_for(call.grid);
-  std::vector<std::vector<double>> estimates(static_cast<size_t>(call.heads));
+  std::vector<std::vector<uint64_t>> keeps(static_cast<size_t>(call.heads));
+  std::vector<int64_t> layout_blocks(shapes);  // layouts built before the parallel loop
+  for (size_t s = 0; s < shapes; ++s) layout_blocks[s] = layout_for(call.grid, s).blocks.blocks();
+  const double p = topp_for(call);
   if (reshaped_) {
     shape_of_.assign(static_cast<size_t>(call.heads), 0);
     similarity_.assign(static_cast<size_t>(call.heads), std::vector<double>(shapes));
@@ -415,11 +482,12 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
       shape_of_[static_cast<size_t>(h)] =
           static_cast<int>(std::max_element(sim.begin(), sim.end()) - sim.begin());
     }
-    estimates[static_cast<size_t>(h)] =
-        sums.estimate(call, h, static_cast<size_t>(shape_of_[static_cast<size_t>(h)]));
+    // Select right away, while the head's estimate is in cache; keep only the bit rows.
+    const auto est = sums.estimate(call, h, static_cast<size_t>(shape_of_[static_cast<size_t>(h)]));
+    select_blocks(est, layout_blocks[static_cast<size_t>(shape_of_[static_cast<size_t>(h)])], p,
+                  opt_.topk, opt_.sink, keeps[static_cast<size_t>(h)]);
   }
   if (reshaped_) choices_[key] = Choice{call.step, shape_of_};
-  const double p = topp_for(call);
   for (size_t s = 0; s < shapes; ++s) {
     HeadGroup g;
     for (int64_t h = 0; h < call.heads; ++h)
@@ -429,60 +497,8 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
     const int64_t nb = g.layout.blocks.blocks();
     g.mask = BlockMask(static_cast<int64_t>(g.heads.size()), nb, nb);
     const int64_t words = (nb + 63) / 64;
-    std::vector<uint64_t> keep(static_cast<size_t>(nb * words));  // [q blocks][words] bits
     for (size_t i = 0; i < g.heads.size(); ++i) {
-      const auto& est = estimates[static_cast<size_t>(g.heads[i])];
-      std::fill(keep.begin(), keep.end(), 0);
-#pragma omp parallel
-      {
-        std::vector<std::pair<double, int32_t>> order(static_cast<size_t>(nb));
-#pragma omp for schedule(dynamic, 16)
-        for (int64_t qb = 0; qb < nb; ++qb) {
-          const double* row = &est[static_cast<size_t>(qb * nb)];
-          uint64_t* k = &keep[static_cast<size_t>(qb * words)];
-          const auto mark = [k](int64_t kb) { k[kb / 64] |= uint64_t{1} << (kb % 64); };
-          // Descending estimate; equal estimates by block index so the choice is deterministic.
-          for (int64_t kb = 0; kb < nb; ++kb)
-            order[static_cast<size_t>(kb)] = {row[kb], static_cast<int32_t>(kb)};
-          const auto before = [](const std::pair<double, int32_t>& a,
-                                 const std::pair<double, int32_t>& b) {
-            return a.first > b.first || (a.first == b.first && a.second < b.second);
-          };
-          if (opt_.topk > 0) {
-            const auto k_end = order.begin() + std::min<int64_t>(opt_.topk, nb);
-            std::nth_element(order.begin(), k_end - 1, order.end(), before);
-            for (auto it = order.begin(); it != k_end; ++it) mark(it->second);
-          } else {
-            // The shortest prefix of the descending order whose mass reaches p, found by
-            // halving with nth_element (linear on average) instead of sorting the whole row.
-            int64_t lo = 0, hi = nb;
-            double kept = 0;
-            while (lo < hi && kept < p) {
-              if (hi - lo <= 32) {
-                std::sort(order.begin() + lo, order.begin() + hi, before);
-                for (int64_t r = lo; r < hi && kept < p; ++r) {
-                  mark(order[static_cast<size_t>(r)].second);
-                  kept += order[static_cast<size_t>(r)].first;
-                }
-                break;
-              }
-              const int64_t mid = lo + (hi - lo) / 2;
-              std::nth_element(order.begin() + lo, order.begin() + mid, order.begin() + hi, before);
-              double left = 0;
-              for (int64_t r = lo; r < mid; ++r) left += order[static_cast<size_t>(r)].first;
-              if (kept + left >= p) {
-                hi = mid;
-              } else {
-                for (int64_t r = lo; r < mid; ++r) mark(order[static_cast<size_t>(r)].second);
-                kept += left;
-                lo = mid;
-              }
-            }
-          }
-          for (int64_t kb = 0; kb < std::min(opt_.sink, nb); ++kb) mark(kb);
-          mark(qb);
-        }
-      }
+      const auto& keep = keeps[static_cast<size_t>(g.heads[i])];
       for (int64_t qb = 0; qb < nb; ++qb)
         g.mask.set_full_bits(static_cast<int64_t>(i), qb, &keep[static_cast<size_t>(qb * words)]);
     }
