@@ -65,11 +65,15 @@ if [[ -z $PRIOR ]]; then
     -o "$PRIOR" --json > "$OUT/calibrate.json"
 fi
 
+# Thresholds for vidax-tiny's 256x256x17 grid (5 x 16 x 16 = 1,280 tokens): window sizes in
+# 1x8x8 tiles (a 5,16,16 window would be the whole grid), svg on 64-token tiles (with 128 the
+# first-frame anchor and diagonal alone exceed low densities), spade top-p, WEST's per-row budget
+# and its global density mode.
 default_configs() {
   cat <<LIST
 window:3,8,8:tile=1,8,8
+window:5,8,8:tile=1,8,8
 window:3,16,16:tile=1,8,8
-window:5,16,16:tile=1,8,8
 svg:density=0.15,block=64
 svg:density=0.3,block=64
 svg:density=0.5,block=64
@@ -77,10 +81,10 @@ spade:topp=0.5
 spade:topp=0.7
 spade:topp=0.9
 spade:topp=0.97
+west:PRIOR:density=0.25
+west:PRIOR:density=0.5
 west:PRIOR:budget=0.2
-west:PRIOR:budget=0.1
 west:PRIOR:budget=0.05
-west:PRIOR:budget=0.02
 LIST
 }
 if [[ -n $CONFIGS ]]; then
