@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <sstream>
 
@@ -345,23 +346,40 @@ void select_blocks(const std::vector<double>& est, int64_t nb, double p, int64_t
 #pragma omp parallel
   {
     std::vector<std::pair<double, int32_t>> order(static_cast<size_t>(nb));
+    std::vector<double> values(static_cast<size_t>(nb));
 #pragma omp for schedule(dynamic, 16)
     for (int64_t qb = 0; qb < nb; ++qb) {
       const double* row = &est[static_cast<size_t>(qb * nb)];
       uint64_t* k = &keep[static_cast<size_t>(qb * words)];
       const auto mark = [k](int64_t kb) { k[kb / 64] |= uint64_t{1} << (kb % 64); };
-      // Descending estimate; equal estimates by block index so the choice is deterministic.
-      for (int64_t kb = 0; kb < nb; ++kb)
-        order[static_cast<size_t>(kb)] = {row[kb], static_cast<int32_t>(kb)};
-      const auto before = [](const std::pair<double, int32_t>& a,
-                             const std::pair<double, int32_t>& b) {
-        return a.first > b.first || (a.first == b.first && a.second < b.second);
-      };
       if (topk > 0) {
-        const auto k_end = order.begin() + std::min<int64_t>(topk, nb);
-        std::nth_element(order.begin(), k_end - 1, order.end(), before);
-        for (auto it = order.begin(); it != k_end; ++it) mark(it->second);
+        // The k-th largest value by nth_element on plain doubles, then every block above it and,
+        // of the blocks equal to it, the lowest indices: the first k of the descending order
+        // with ties by block index.
+        const int64_t kk = std::min<int64_t>(topk, nb);
+        std::copy(row, row + nb, values.begin());
+        std::nth_element(values.begin(), values.begin() + (kk - 1), values.end(),
+                         std::greater<double>());
+        const double kth = values[static_cast<size_t>(kk - 1)];
+        int64_t taken = 0;
+        for (int64_t kb = 0; kb < nb; ++kb)
+          if (row[kb] > kth) {
+            mark(kb);
+            ++taken;
+          }
+        for (int64_t kb = 0; kb < nb && taken < kk; ++kb)
+          if (row[kb] == kth) {
+            mark(kb);
+            ++taken;
+          }
       } else {
+        // Descending estimate; equal estimates by block index so the choice is deterministic.
+        for (int64_t kb = 0; kb < nb; ++kb)
+          order[static_cast<size_t>(kb)] = {row[kb], static_cast<int32_t>(kb)};
+        const auto before = [](const std::pair<double, int32_t>& a,
+                               const std::pair<double, int32_t>& b) {
+          return a.first > b.first || (a.first == b.first && a.second < b.second);
+        };
         // The shortest prefix of the descending order whose mass reaches p, found by
         // halving with nth_element (linear on average) instead of sorting the whole row.
         int64_t lo = 0, hi = nb;

@@ -160,6 +160,35 @@ TEST(SpadeSummaries, EqualThePerLayoutFunctions) {
   }
 }
 
+// Equal estimates (zero queries: every score 0, equal block sizes) are taken by block index,
+// as the reference's stable descending sort does, for top-k and top-p alike.
+TEST(SpadePolicy, TiesGoToTheLowerBlockIndex) {
+  const TokenGrid g{2, 4, 8};
+  for (const int64_t topk : {3, 0}) {
+    CallData d(g, 1, 8);
+    d.randomize(3);
+    std::fill(d.q.begin(), d.q.end(), 0.0f);
+    d.call.layer = 1;
+    SpadeOptions o;
+    o.shapes = {{1, 2, 4}};
+    o.topk = topk;
+    o.topp = 0.3;
+    o.sink = 0;
+    SpadePolicy p(o);
+    const auto plan = p.plan(d.call);
+    ASSERT_EQ(plan.groups.size(), 1u);
+    const auto ref = reference_mask(d, 0, o.shapes[0], 0.3, topk, 0);
+    const int64_t nb = plan.groups[0].layout.blocks.blocks();
+    for (int64_t qb = 0; qb < nb; ++qb)
+      for (int64_t kb = 0; kb < nb; ++kb)
+        ASSERT_EQ(plan.groups[0].mask.get(0, qb, kb) == TileClass::kFull,
+                  ref[static_cast<size_t>(qb * nb + kb)] != 0)
+            << "topk " << topk << " tile " << qb << "," << kb;
+    EXPECT_EQ(plan.groups[0].mask.get(0, 5, 0), TileClass::kFull);  // lowest indices first
+    EXPECT_EQ(plan.groups[0].mask.get(0, 5, 7), TileClass::kSkip);
+  }
+}
+
 TEST(SpadePolicy, SimilarityEqualsMeanPairwiseCosine) {
   const TokenGrid g{3, 5, 7};
   CallData d(g, 2, 8);
