@@ -46,7 +46,7 @@ CONFIG = {
     # pixels and the previous VAE lost their colours.
     "vae_warm_steps": 450, "vae_steps": 1000, "vae_batch": 8, "vae_crop": 32,
     "vae_warm_frames": 5, "vae_crop_frames": 9,
-    "vae_big_steps": 600, "vae_big_batch": 2, "vae_big_crop": 128,
+    "vae_big_steps": 900, "vae_big_batch": 2, "vae_big_crop": 128,
     "vae_lr": 1e-3, "vae_clip": 5.0, "vae_gate_every": 500,
     "vae_centre_crops": 0.5, "vae_obj_weight": 3.0,
     # Wan 2.1 T2V DiT: 2 heads of 64 (config.json carries num_heads; per-head sparse attention
