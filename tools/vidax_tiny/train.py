@@ -211,11 +211,14 @@ def phase_vae(args):
     init_vae_for_training(vae)
     ds = SynthDataset(os.path.join(args.work, "clips"))
     n_train = C["clips"]  # clips n_train.. are held out for the PSNR gate
-    small, total = C["vae_steps"], C["vae_steps"] + C["vae_big_steps"]
+    small, big = C["vae_steps"], C["vae_steps"] + C["vae_big_steps"]
+    total = big + C["vae_long_steps"]
 
     def step(gen, k):
         crop, bsz = (C["vae_crop"], C["vae_batch"]) if k < small else (C["vae_big_crop"], C["vae_big_batch"])
         nf = C["vae_warm_frames"] if k < C["vae_warm_steps"] else C["vae_crop_frames"]
+        if k >= big:
+            crop, bsz, nf = C["vae_long_crop"], C["vae_long_batch"], C["vae_long_frames"]
         xs, ws = [], []
         for _ in range(bsz):
             i = int(torch.randint(n_train, (1,), generator=gen))
@@ -241,7 +244,9 @@ def phase_vae(args):
         # exactly), then cosine to 10% over the large-crop stage.
         if k < small:
             return lr_at(k, small, C["vae_lr"], 20, cosine=False)
-        return lr_at(k - small, C["vae_big_steps"], C["vae_lr"], 0)
+        if k < big:
+            return lr_at(k - small, C["vae_big_steps"], C["vae_lr"], 0)
+        return lr_at(k - big, C["vae_long_steps"], C["vae_long_lr"], 0)
 
     gate_csv = os.path.join(args.work, "vae_psnr.csv")
 
