@@ -1,0 +1,66 @@
+#!/usr/bin/python3
+"""Scores the VAE alone with the prompt-adherence analyzer: synthetic clips are encoded and
+decoded by a trained vidax-tiny VAE (WORK/vae.pt) and each round trip is scored against its own
+caption by `score_clip` (built by score.sh). What a perfect DiT could reach through this VAE.
+
+    tools/vidax_tiny/vae_roundtrip.py --vae WORK/vae.pt --vidax build/release/vidax \
+        --score-clip build/vidax-tiny-score/score_clip [--count 24] [--seed 3000000]
+
+The clips come from `vidax synth` with seeds from --seed (3,000,000 up: neither training's
+1,000,000+ nor the eval suite's 7,000,000+).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import CONFIG  # noqa: E402
+from dataset import SynthDataset  # noqa: E402
+from models import WanVAE  # noqa: E402
+
+ATTRS = ["color", "shape", "motion", "background", "count", "overall"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--vae", required=True)
+    ap.add_argument("--vidax", default="build/release/vidax")
+    ap.add_argument("--score-clip", required=True)
+    ap.add_argument("--count", type=int, default=24)
+    ap.add_argument("--seed", type=int, default=3000000)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    vae = WanVAE(**CONFIG["vae"])
+    vae.load_state_dict(torch.load(args.vae)["model"])
+    vae.eval()
+    totals = dict.fromkeys(ATTRS, 0)
+    with tempfile.TemporaryDirectory() as tmp:
+        clips = os.path.join(tmp, "clips")
+        subprocess.run([args.vidax, "--threads", "1", "synth", "--out", clips, "--count", str(args.count),
+                        "--seed", str(args.seed), "--size", f"{CONFIG['size']}x{CONFIG['size']}",
+                        "--frames", str(CONFIG["frames"])], check=True, stdout=subprocess.DEVNULL)
+        ds = SynthDataset(clips)
+        rgb = os.path.join(tmp, "clip.rgb")
+        for i in range(len(ds)):
+            x = torch.from_numpy(ds.video(i)).unsqueeze(0)  # [1, 3, F, H, W]
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+                rec = vae.decode(vae.encode_mu(x)).float().clamp(-1, 1)
+            u8 = ((rec[0].permute(1, 2, 3, 0).numpy() + 1) * 127.5 + 0.5).clip(0, 255).astype(np.uint8)
+            u8.tofile(rgb)  # [F, H, W, 3]
+            r = subprocess.run([args.score_clip, rgb, str(ds.width), str(ds.height), ds.caption(i)],
+                               capture_output=True, text=True, check=True)
+            words = r.stdout.split()
+            for a in ATTRS:
+                totals[a] += int(words[words.index(a) + 1])
+            print(f"{ds.caption(i)}\n  {r.stdout.strip()}", flush=True)
+    n = len(ds)
+    print("round trip of", n, "clips:", ", ".join(f"{a} {totals[a]}/{n}" for a in ATTRS))
+
+
+if __name__ == "__main__":
+    main()
