@@ -33,12 +33,12 @@ TEST(Calibrate, RecordsAPriorThatWestRuns) {
   uint64_t n = 0;
   std::memcpy(&n, bytes.data() + 8, 8);
   const json h = json::parse(bytes.substr(16, n));
-  EXPECT_EQ(h["layers"], 4);  // vidax-tiny: 4 blocks x 1 head
-  EXPECT_EQ(h["heads"], 1);
+  EXPECT_EQ(h["layers"], 4);  // vidax-tiny: 4 blocks x 2 heads
+  EXPECT_EQ(h["heads"], 2);
   EXPECT_EQ(h["grid"], json::array({2, 2, 2}));
   EXPECT_EQ(h["calibration"]["source"], "synth seeds 8000000..8000000");
   EXPECT_EQ(h["calibration"]["calls"], 4 * 2);  // 4 layers x 2 CFG branches x 1 step
-  EXPECT_EQ(bytes.size(), 16 + n + 4 * 1 * 8 * 8 * 4);
+  EXPECT_EQ(bytes.size(), 16 + n + 4 * 2 * 8 * 8 * 4);
   // No scratch videos left behind.
   for (const auto& e : fs::directory_iterator(fs::temp_directory_path()))
     EXPECT_EQ(e.path().filename().string().rfind("vidax-calibrate-", 0), std::string::npos)
