@@ -37,6 +37,19 @@ SpadeOptions parse_spade_options(std::string_view options) {
 
 namespace {
 
+// 1 / |q| over d channels (0 for a zero row). Always inlined, so each target clone of its
+// callers gets its own vectorized copy; 16 independent partial sums so the loop vectorizes.
+[[gnu::always_inline]] inline float inverse_l2_norm(const float* q, int64_t d) {
+  float lanes[16] = {};
+  int64_t c = 0;
+  for (; c + 16 <= d; c += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] += q[c + l] * q[c + l];
+  float norm = 0;
+  for (const float v : lanes) norm += v;
+  for (; c < d; ++c) norm += q[c] * q[c];
+  return norm > 0 ? 1.0f / std::sqrt(norm) : 0.0f;
+}
+
 // Unit-normalized queries of one head: [tokens, head_dim] (zero rows stay zero).
 std::vector<float> unit_queries(const AttentionCall& call, int64_t head) {
   const int64_t n = call.grid.tokens(), d = call.head_dim;
@@ -44,14 +57,7 @@ std::vector<float> unit_queries(const AttentionCall& call, int64_t head) {
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < n; ++t) {
     const float* q = call.q + t * call.stride + head * d;
-    float lanes[16] = {};  // independent partial sums so the compiler vectorizes
-    int64_t c = 0;
-    for (; c + 16 <= d; c += 16)
-      for (int l = 0; l < 16; ++l) lanes[l] += q[c + l] * q[c + l];
-    float norm = 0;
-    for (const float v : lanes) norm += v;
-    for (; c < d; ++c) norm += q[c] * q[c];
-    const float inv = norm > 0 ? 1.0f / std::sqrt(norm) : 0.0f;
+    const float inv = inverse_l2_norm(q, d);
     for (int64_t c = 0; c < d; ++c) u[static_cast<size_t>(t * d + c)] = q[c] * inv;
   }
   return u;
@@ -210,14 +216,7 @@ __attribute__((target_clones("avx512f", "default"))) void add_rows(float* acc, c
 __attribute__((target_clones("avx512f", "default"))) void add_unit_and_raw(const float* q,
                                                                            int64_t d, float* unit,
                                                                            float* raw) {
-  float lanes[16] = {};  // independent partial sums so the loop vectorizes
-  int64_t c = 0;
-  for (; c + 16 <= d; c += 16)
-    for (int l = 0; l < 16; ++l) lanes[l] += q[c + l] * q[c + l];
-  float norm = 0;
-  for (const float v : lanes) norm += v;
-  for (; c < d; ++c) norm += q[c] * q[c];
-  const float inv = norm > 0 ? 1.0f / std::sqrt(norm) : 0.0f;
+  const float inv = inverse_l2_norm(q, d);
   for (int64_t i = 0; i < d; ++i) {
     unit[i] += q[i] * inv;
     raw[i] += q[i];
