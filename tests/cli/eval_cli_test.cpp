@@ -118,6 +118,31 @@ TEST(EvalCli, ComparisonPrintsOneRow) {
   EXPECT_LT(j["ssim_mean"].get<double>(), 1.0);
 }
 
+TEST(EvalCli, CopyOfVidaxTinyGetsItsDefaults) {
+  REQUIRE_TINY();
+  // A copy outside models/: its config.json names the model, so no --defaults tiny is needed
+  // (the Wan 2.1 defaults would ask for 50 steps and the long Wan negative prompt).
+  TempDir dir;
+  const std::string copy = dir.file("my-tiny");
+  std::filesystem::copy(tiny_model(), copy, std::filesystem::copy_options::recursive);
+  const Result r = eval_stdout(
+      "--model " + copy + " --suite ci --seeds 1 --config size=64x64,frames=5 --no-cache --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json j = parse(r);
+  EXPECT_EQ(j["config"]["canonical"],
+            "frames=5,guide=5,precision=fp32,sampler=unipc,shift=5,size=64x64,steps=20,"
+            "attention=dense");
+  // Without the marker the same folder is treated as a Wan 2.1 model.
+  json config = json::parse(std::ifstream(copy + "/config.json"));
+  config.erase("vidax_model");
+  std::ofstream(copy + "/config.json") << config.dump();
+  const json k = parse(eval_stdout("--model " + copy +
+                                   " --suite ci --seeds 1 --config size=64x64,frames=5,steps=1"
+                                   " --no-cache --json"));
+  EXPECT_NE(k["config"]["canonical"].get<std::string>().find("precision=bf16"), std::string::npos)
+      << k;
+}
+
 TEST(EvalCli, PromptFileWithoutCaptionsHasNoAdherence) {
   REQUIRE_TINY();
   TempDir dir;

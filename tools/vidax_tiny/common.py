@@ -59,7 +59,9 @@ CONFIG = {
     # policies need more than one head to route)
     "dit": dict(dim=128, ffn_dim=512, num_heads=2, num_layers=4, text_dim=64, freq_dim=256,
                 in_dim=16, out_dim=16, text_len=512),
-    "dit_steps": 1800, "dit_batch": 4, "dit_lr": 1e-3, "dit_warmup": 100,
+    "dit_steps": 3000, "dit_batch": 4, "dit_lr": 1e-3, "dit_warmup": 100,
+    "dit_obj_weight": 9.0,      # object voxels weigh 1 + this in the flow-matching loss
+    "dit_frame_balance": 0,     # latent frame f weighs 1 / std_f^2 (train.py phase_dit)
     "train_shift": 3.0,         # sigma = shift u / (1 + (shift - 1) u), u ~ U(0, 1)
     "cfg_drop": 0.1,            # share of captions replaced by the empty prompt ""
     "threads": 1,  # 2 OpenMP threads on this shared 2-core machine were 30x slower

@@ -188,6 +188,17 @@ def object_mask(clip):
     return np.abs(clip.astype(np.int16) - bg).sum(-1) > 60
 
 
+def latent_footprint(mask, temporal=4, spatial=8):
+    """bool [F, H, W] pixel mask -> bool [1 + (F-1)/temporal, H/spatial, W/spatial]: the latent
+    voxels whose pixels (the VAE's causal chunks: frame 0 alone, then groups of `temporal`
+    frames; `spatial` x `spatial` squares) contain any object pixel."""
+    f, h, w = mask.shape
+    chunks = [mask[0:1]] + [mask[1 + temporal * k:1 + temporal * (k + 1)]
+                            for k in range((f - 1) // temporal)]
+    lat = np.stack([c.any(0) for c in chunks])
+    return lat.reshape(len(chunks), h // spatial, spatial, w // spatial, spatial).any((2, 4))
+
+
 def crop_origin(gen, obj0, crop, height, width):
     """Top-left corner of a crop: with probability vae_centre_crops one that contains a random
     object pixel of the first frame (at a random position inside the crop), else uniform."""
@@ -308,6 +319,23 @@ def phase_dit(args):
     (ctx_null,) = encode_texts(t5, tokenize(spm, [""]))
     torch.manual_seed(C["seed"] + 3)
     dit = WanDiT(**C["dit"])
+    # Object tokens weigh 1 + dit_obj_weight in the loss: they are ~6% of the latent voxels, and
+    # with a flat loss the DiT learnt the backgrounds and drew unasked-for blobs
+    # (docs/vidax-tiny.md).
+    ds = SynthDataset(os.path.join(args.work, "clips"))
+    weight = torch.stack([torch.from_numpy(latent_footprint(object_mask(ds.clip(i))))
+                          for i in range(len(z))]).float() * C["dit_obj_weight"] + 1
+    log(f"dit: object voxels {float((weight > 1).float().mean()):.3f} of the latents")
+    # This VAE's latent scale grows with the latent frame (normalised std ~0.56 in frame 0 to
+    # ~1.5 in frame 4, per-channel statistics being all the Wan layout can carry), so a flat
+    # loss on `noise - x0` undervalues the early frames, whose small latents the decoder
+    # amplifies. Frame f weighs 1 / std_f^2 (mean 1 over frames) when dit_frame_balance is on:
+    # the loss then counts errors relative to each frame's own scale.
+    if C["dit_frame_balance"]:
+        fw = 1.0 / z.std(dim=(0, 1, 3, 4)) ** 2
+        fw = fw / fw.mean()
+        weight = weight * fw.view(1, -1, 1, 1)
+        log("dit: frame weights", fw.numpy().round(3))
     f, h, w = z.shape[2], z.shape[3] // 2, z.shape[4] // 2
     cos, sin = rope_table(f, h, w, dit.blocks[0].self_attn.head_dim)
     rope = (cos.float(), sin.float())
@@ -326,7 +354,9 @@ def phase_dit(args):
         c, bias = dit.compact_context(contexts)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             pred = dit(xt, sigma * 1000, c, rope, bias)
-        return F.mse_loss(pred.float(), noise - x0)
+        wt = weight[idx].unsqueeze(1)  # [B, 1, F, H, W], broadcast over channels
+        err = (pred.float() - (noise - x0)) ** 2
+        return (err * wt).mean() / wt.mean()
 
     tr = Trainer("dit", args.work, dit, C["dit_lr"])
     tr.run(C["dit_steps"], lambda k: lr_at(k, C["dit_steps"], C["dit_lr"], C["dit_warmup"]), step)
@@ -350,8 +380,10 @@ def phase_export(args):
     dit.load_state_dict(torch.load(os.path.join(w, "dit.pt"))["model"])
     write_safetensors(os.path.join(out, "diffusion_pytorch_model.safetensors"),
                       {k: v.float() for k, v in dit.state_dict().items()})
+    # vidax_model: lets `vidax eval --model DIR` pick vidax-tiny's settings for a copy of the
+    # folder anywhere (the DiT config reader ignores keys it does not know).
     cfg = dict(C["dit"], model_type="t2v", patch_size=[1, 2, 2], eps=1e-6, qk_norm=True,
-               cross_attn_norm=True)
+               cross_attn_norm=True, vidax_model="vidax-tiny")
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(dict(sorted(cfg.items())), f, indent=1)
         f.write("\n")

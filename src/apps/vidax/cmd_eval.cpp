@@ -7,9 +7,12 @@
 // See docs/eval.md.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "apps/vidax/commands.h"
 #include "core/error.h"
@@ -33,14 +36,27 @@ struct EvalArgs {
   int seeds = 0;  // 0: the suite's own
 };
 
-// vidax-tiny (no --model, or the folder the demo would use) gets the demo's settings and the
-// empty negative prompt it was trained with; any other model the official Wan 2.1 defaults.
+// True when DIR/config.json names the model vidax-tiny ("vidax_model", written by the
+// training export). A missing or unreadable config is not vidax-tiny; the model loader reports
+// those problems itself.
+bool config_names_tiny(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "config.json");
+  if (!in) return false;
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("vidax_model") || !j["vidax_model"].is_string()) return false;
+  return j["vidax_model"].get<std::string>() == "vidax-tiny";
+}
+
+// vidax-tiny (no --model, a folder whose config says so, or the folder the demo would use)
+// gets the demo's settings and the empty negative prompt it was trained with; any other model
+// the official Wan 2.1 defaults.
 bool is_tiny(const EvalArgs& a) {
   if (a.defaults == "tiny") return true;
   if (a.defaults == "wan2.1") return false;
   if (a.defaults != "auto")
     throw_input_error("--defaults: expected auto, tiny or wan2.1, got '", a.defaults, "'");
   if (a.model.empty()) return true;
+  if (config_names_tiny(a.model)) return true;
   try {
     std::error_code ec;
     return fs::equivalent(a.model, find_tiny_model(""), ec);
