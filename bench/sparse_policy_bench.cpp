@@ -59,13 +59,21 @@ BENCHMARK(BM_SvgPlan)
 
 void BM_SpadePlan(benchmark::State& state) {
   Inputs in(grid_of(state.range(0)));
-  SpadePolicy p(parse_spade_options(""));
+  const char* options[] = {"", "topk=67", "topk=67,shape_every=1000"};
+  SpadePolicy p(parse_spade_options(options[state.range(1)]));
   for (auto _ : state) benchmark::DoNotOptimize(p.plan(in.call));
   state.counters["tokens"] = static_cast<double>(in.call.grid.tokens());
 }
+// Args: grid (0: 8,190 tokens, 1: 32,760), options (0: the defaults, top-p 0.9; 1: top-k 67,
+// ~13% density at 32,760 tokens; 2: the same with shapes kept after the first call, so the
+// timed calls run only the chosen shapes' query sums, the key pass and the selection).
 BENCHMARK(BM_SpadePlan)
-    ->Arg(0)
-    ->Arg(1)
+    ->Args({0, 0})
+    ->Args({1, 0})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Args({0, 2})
+    ->Args({1, 2})
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime();

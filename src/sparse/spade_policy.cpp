@@ -95,15 +95,17 @@ double mean_block_query_similarity(const AttentionCall& call, int64_t head,
 namespace {
 
 // The estimate from block summaries: qs rows [q+ | q-] of the query blocks' mean query, ks rows
-// [k_max | k_min] of the key blocks, both [nb, 2d]; sizes = tokens per block.
-std::vector<double> estimate_from_summaries(const std::vector<float>& qs,
-                                            const std::vector<float>& ks,
-                                            const std::vector<int64_t>& sizes, int64_t d) {
+// [k_max | k_min] of the key blocks, both [nb, 2d]; sizes = tokens per block. est [nb, nb] and
+// the score buffer are resized and overwritten (callers keep them between calls: at 32,760
+// tokens they are MBs, which glibc would map and fault in afresh at every call).
+void estimate_from_summaries(const std::vector<float>& qs, const std::vector<float>& ks,
+                             const std::vector<int64_t>& sizes, int64_t d,
+                             std::vector<float>& score, std::vector<double>& est) {
   const auto nb = static_cast<int64_t>(sizes.size());
-  std::vector<float> score(static_cast<size_t>(nb * nb));
+  score.resize(static_cast<size_t>(nb * nb));
   gemm_abt(qs.data(), nb, ks.data(), nb, 2 * d, score.data());
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  std::vector<double> est(static_cast<size_t>(nb * nb));
+  est.resize(static_cast<size_t>(nb * nb));
 #pragma omp parallel
   {
     std::vector<float> e(static_cast<size_t>(nb));
@@ -123,7 +125,6 @@ std::vector<double> estimate_from_summaries(const std::vector<float>& qs,
       for (int64_t kb = 0; kb < nb; ++kb) row[kb] /= z;
     }
   }
-  return est;
 }
 
 // [q+ | q-] of a block's query sum over m tokens, and [max | min] of its keys, as rows of 2d.
@@ -166,7 +167,10 @@ std::vector<double> spade_block_estimate(const AttentionCall& call, int64_t head
     summary_rows(qm.data(), hi.data(), lo.data(), m, d, &qs[static_cast<size_t>(b) * 2 * ud],
                  &ks[static_cast<size_t>(b) * 2 * ud]);
   }
-  return estimate_from_summaries(qs, ks, sizes, d);
+  std::vector<float> score;
+  std::vector<double> est;
+  estimate_from_summaries(qs, ks, sizes, d, score, est);
+  return est;
 }
 
 SpadeSummaries::SpadeSummaries(const TokenGrid& grid, const std::vector<BlockShape>& shapes)
@@ -232,15 +236,47 @@ __attribute__((target_clones("avx512f", "default"))) void max_min_rows(float* hi
 
 }  // namespace
 
-void SpadeSummaries::query_sums(const AttentionCall& call, int64_t head, bool unit) {
+const std::vector<int64_t>& SpadeSummaries::column_blocks(size_t shape) {
+  if (columns_.size() != shapes_.size()) columns_.assign(shapes_.size(), {});
+  auto& c = columns_[shape];
+  if (c.empty())
+    for (int64_t x = 0; x < grid_.width; ++x) c.push_back(x / shapes_[shape].w);
+  return c;
+}
+
+void SpadeSummaries::query_sums(const AttentionCall& call, int64_t head, bool unit,
+                                int only_shape) {
   VIDAX_CHECK(call.grid == grid_);
+  VIDAX_CHECK(only_shape < 0 || (!unit && only_shape < static_cast<int>(shapes_.size())));
   const int64_t d = call.head_dim, total = offset_.back();
   const auto ud = static_cast<size_t>(d);
   d_ = d;
-  raw_.assign(static_cast<size_t>(total) * ud, 0.0f);
+  raw_.resize(static_cast<size_t>(total) * ud);
   unit_.assign(unit ? static_cast<size_t>(total) * ud : 0, 0.0f);
-  std::vector<float> ru(ud), rr(ud);
   const int64_t H = grid_.height, W = grid_.width;
+  if (only_shape >= 0) {
+    // One shape's raw sums, token by token into its block (the other shapes' rows are stale).
+    const auto s = static_cast<size_t>(only_shape);
+    std::fill(raw_.begin() + offset_[s] * d, raw_.begin() + offset_[s + 1] * d, 0.0f);
+    const std::vector<int64_t>& column = column_blocks(s);
+    for (int64_t f = 0; f < grid_.frames; ++f)
+      for (int64_t y = 0; y < H; ++y) {
+        const int64_t row = offset_[s] + block_of(s, f, y, 0);
+        for (int64_t x = 0; x < W; ++x) {
+          const int64_t t = (f * H + y) * W + x;
+          if (t + kAhead < grid_.tokens()) {
+            const char* ahead =
+                reinterpret_cast<const char*>(call.q + (t + kAhead) * call.stride + head * d);
+            for (int64_t b = 0; b < d * 4; b += 64) __builtin_prefetch(ahead + b);
+          }
+          const auto at = static_cast<size_t>(row + column[static_cast<size_t>(x)]) * ud;
+          add_rows(&raw_[at], call.q + t * call.stride + head * d, d);
+        }
+      }
+    return;
+  }
+  std::fill(raw_.begin(), raw_.end(), 0.0f);
+  std::vector<float> ru(ud), rr(ud);
   // Tokens in native order, a run of run_[2] consecutive tokens of a row at a time: every
   // shape's width is a multiple of the run, so a run lies in one block of every shape and its
   // sums go to each shape's accumulator once.
@@ -291,45 +327,45 @@ double SpadeSummaries::similarity(size_t shape) const {
   return counted ? total / static_cast<double>(counted) : 0.0;
 }
 
-std::vector<double> SpadeSummaries::estimate(const AttentionCall& call, int64_t head,
-                                             size_t shape) const {
+const std::vector<double>& SpadeSummaries::estimate(const AttentionCall& call, int64_t head,
+                                                    size_t shape) {
   const int64_t d = call.head_dim, H = grid_.height, W = grid_.width;
   const auto ud = static_cast<size_t>(d);
   VIDAX_CHECK(d == d_ && call.grid == grid_);
   const auto& g = geo_[shape];
   const int64_t nb = static_cast<int64_t>(g.sizes.size());
-  std::vector<float> hi(static_cast<size_t>(nb) * ud, -INFINITY), lo(hi.size(), INFINITY);
-  // Keys in native order, max / min of a run first, then into the run's block.
-  std::vector<float> rh(ud), rl(ud);
-  const int64_t run = shapes_[shape].w;  // a run may span the whole block width here
+  std::vector<float>& hi = hi_;
+  std::vector<float>& lo = lo_;
+  hi.assign(static_cast<size_t>(nb) * ud, -INFINITY);
+  lo.assign(hi.size(), INFINITY);
+  // Keys in native order, straight into their block's max / min rows (the rows of one block
+  // row of the grid stay in L1: at most width / shape.w blocks of 2 x head_dim floats).
+  const std::vector<int64_t>& column = column_blocks(shape);
   for (int64_t f = 0; f < grid_.frames; ++f)
-    for (int64_t y = 0; y < H; ++y)
-      for (int64_t x0 = 0; x0 < W; x0 += run) {
-        const int64_t x1 = std::min(W, x0 + run);
-        std::fill(rh.begin(), rh.end(), -INFINITY);
-        std::fill(rl.begin(), rl.end(), INFINITY);
-        for (int64_t x = x0; x < x1; ++x) {
-          const int64_t t = (f * H + y) * W + x;
-          if (t + kAhead < grid_.tokens()) {
-            const char* ahead =
-                reinterpret_cast<const char*>(call.k + (t + kAhead) * call.stride + head * d);
-            for (int64_t b = 0; b < d * 4; b += 64) __builtin_prefetch(ahead + b);
-          }
-          max_min_rows(rh.data(), rl.data(), call.k + t * call.stride + head * d, d);
+    for (int64_t y = 0; y < H; ++y) {
+      const int64_t row = block_of(shape, f, y, 0);
+      for (int64_t x = 0; x < W; ++x) {
+        const int64_t t = (f * H + y) * W + x;
+        if (t + kAhead < grid_.tokens()) {
+          const char* ahead =
+              reinterpret_cast<const char*>(call.k + (t + kAhead) * call.stride + head * d);
+          for (int64_t b = 0; b < d * 4; b += 64) __builtin_prefetch(ahead + b);
         }
-        const auto at = static_cast<size_t>(block_of(shape, f, y, x0)) * ud;
-        for (size_t c = 0; c < ud; ++c) {
-          hi[at + c] = std::max(hi[at + c], rh[c]);
-          lo[at + c] = std::min(lo[at + c], rl[c]);
-        }
+        const auto at = static_cast<size_t>(row + column[static_cast<size_t>(x)]) * ud;
+        max_min_rows(&hi[at], &lo[at], call.k + t * call.stride + head * d, d);
       }
-  std::vector<float> qs(static_cast<size_t>(nb) * 2 * ud), ks(qs.size());
+    }
+  std::vector<float>& qs = qs_;
+  std::vector<float>& ks = ks_;
+  qs.resize(static_cast<size_t>(nb) * 2 * ud);
+  ks.resize(qs.size());
   for (int64_t b = 0; b < nb; ++b)
     summary_rows(&raw_[static_cast<size_t>(offset_[shape] + b) * ud],
                  &hi[static_cast<size_t>(b) * ud], &lo[static_cast<size_t>(b) * ud],
                  g.sizes[static_cast<size_t>(b)], d, &qs[static_cast<size_t>(b) * 2 * ud],
                  &ks[static_cast<size_t>(b) * 2 * ud]);
-  return estimate_from_summaries(qs, ks, g.sizes, d);
+  estimate_from_summaries(qs, ks, g.sizes, d, score_, est_);
+  return est_;
 }
 
 namespace {
@@ -491,7 +527,8 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t h = 0; h < call.heads; ++h) {
     SpadeSummaries& sums = *pool[static_cast<size_t>(omp_get_thread_num())];
-    sums.query_sums(call, h, reshaped_);
+    // Shapes kept from an earlier step: only the head's own shape needs query sums.
+    sums.query_sums(call, h, reshaped_, reshaped_ ? -1 : shape_of_[static_cast<size_t>(h)]);
     if (reshaped_) {
       auto& sim = similarity_[static_cast<size_t>(h)];
       for (size_t s = 0; s < shapes; ++s) sim[s] = sums.similarity(s);
@@ -500,7 +537,8 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
           static_cast<int>(std::max_element(sim.begin(), sim.end()) - sim.begin());
     }
     // Select right away, while the head's estimate is in cache; keep only the bit rows.
-    const auto est = sums.estimate(call, h, static_cast<size_t>(shape_of_[static_cast<size_t>(h)]));
+    const auto& est =
+        sums.estimate(call, h, static_cast<size_t>(shape_of_[static_cast<size_t>(h)]));
     select_blocks(est, layout_blocks[static_cast<size_t>(shape_of_[static_cast<size_t>(h)])], p,
                   opt_.topk, opt_.sink, keeps[static_cast<size_t>(h)]);
   }

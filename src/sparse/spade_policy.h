@@ -60,13 +60,15 @@ class SpadeSummaries {
  public:
   SpadeSummaries(const TokenGrid& grid, const std::vector<BlockShape>& shapes);
   // Sums of the head's queries per block of every shape; with `unit`, also of its unit-norm
-  // queries (for similarity()).
-  void query_sums(const AttentionCall& call, int64_t head, bool unit);
+  // queries (for similarity()). only_shape >= 0 (with unit false): that shape's sums only, the
+  // only ones a following estimate() may then use.
+  void query_sums(const AttentionCall& call, int64_t head, bool unit, int only_shape = -1);
   // Mean over blocks of >= 2 tokens of the mean pairwise cosine of the queries (last query_sums
   // with unit = true).
   double similarity(size_t shape) const;
-  // spade_block_estimate of the head over `shape`'s blocks (last query_sums of this head).
-  std::vector<double> estimate(const AttentionCall& call, int64_t head, size_t shape) const;
+  // spade_block_estimate of the head over `shape`'s blocks (last query_sums of this head), in a
+  // buffer of this object that the next estimate() overwrites.
+  const std::vector<double>& estimate(const AttentionCall& call, int64_t head, size_t shape);
 
  private:
   struct Geometry {
@@ -74,6 +76,8 @@ class SpadeSummaries {
     std::vector<int64_t> sizes;  // tokens per block, raster order over the block grid
   };
   int64_t block_of(size_t shape, int64_t f, int64_t y, int64_t x) const;
+  // x / shape.w for every column x of the grid (built on first use).
+  const std::vector<int64_t>& column_blocks(size_t shape);
   TokenGrid grid_;
   std::vector<BlockShape> shapes_;
   std::vector<Geometry> geo_;
@@ -81,6 +85,10 @@ class SpadeSummaries {
   std::array<int64_t, 3> run_{1, 1, 1};
   int64_t d_ = 0;
   std::vector<float> unit_, raw_;  // [blocks of all shapes, head_dim]
+  // estimate()'s buffers, kept between calls (MBs at 32,760 tokens).
+  std::vector<float> hi_, lo_, qs_, ks_, score_;
+  std::vector<std::vector<int64_t>> columns_;
+  std::vector<double> est_;
 };
 
 class SpadePolicy final : public AttentionPolicy {

@@ -155,6 +155,17 @@ TEST(SpadeSummaries, EqualThePerLayoutFunctions) {
         const auto fast = sums.estimate(d.call, h, 1);
         const auto ref = spade_block_estimate(d.call, h, layout);
         for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 1e-5);
+        // One shape's sums only, each shape in turn (the buffers keep other shapes' stale rows
+        // and the previous estimate's sizes): the same estimates.
+        for (size_t s = shapes.size(); s-- > 0;) {
+          sums.query_sums(d.call, h, false, static_cast<int>(s));
+          const auto one = sums.estimate(d.call, h, s);
+          const auto want = spade_block_estimate(d.call, h, block3d_layout(g, shapes[s]));
+          ASSERT_EQ(one.size(), want.size()) << shapes[s].str();
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_NEAR(one[i], want[i], 1e-5 * std::max(1.0, want[i]))
+                << "only " << shapes[s].str() << " head " << h << " entry " << i;
+        }
       }
     }
   }
