@@ -244,6 +244,26 @@ const std::vector<int64_t>& SpadeSummaries::column_blocks(size_t shape) {
   return c;
 }
 
+template <class Fn>
+void SpadeSummaries::for_each_token_block(const float* x, int64_t stride, int64_t head,
+                                          size_t shape, Fn&& fn) {
+  const int64_t d = d_, H = grid_.height, W = grid_.width;
+  const std::vector<int64_t>& column = column_blocks(shape);
+  for (int64_t f = 0; f < grid_.frames; ++f)
+    for (int64_t y = 0; y < H; ++y) {
+      const int64_t row = block_of(shape, f, y, 0);
+      for (int64_t c = 0; c < W; ++c) {
+        const int64_t t = (f * H + y) * W + c;
+        // The rows of one head are short pieces of a wide buffer: fetch a few tokens ahead.
+        if (t + kAhead < grid_.tokens()) {
+          const char* ahead = reinterpret_cast<const char*>(x + (t + kAhead) * stride + head * d);
+          for (int64_t b = 0; b < d * 4; b += 64) __builtin_prefetch(ahead + b);
+        }
+        fn(row + column[static_cast<size_t>(c)], x + t * stride + head * d);
+      }
+    }
+}
+
 void SpadeSummaries::query_sums(const AttentionCall& call, int64_t head, bool unit,
                                 int only_shape) {
   VIDAX_CHECK(call.grid == grid_);
@@ -258,21 +278,9 @@ void SpadeSummaries::query_sums(const AttentionCall& call, int64_t head, bool un
     // One shape's raw sums, token by token into its block (the other shapes' rows are stale).
     const auto s = static_cast<size_t>(only_shape);
     std::fill(raw_.begin() + offset_[s] * d, raw_.begin() + offset_[s + 1] * d, 0.0f);
-    const std::vector<int64_t>& column = column_blocks(s);
-    for (int64_t f = 0; f < grid_.frames; ++f)
-      for (int64_t y = 0; y < H; ++y) {
-        const int64_t row = offset_[s] + block_of(s, f, y, 0);
-        for (int64_t x = 0; x < W; ++x) {
-          const int64_t t = (f * H + y) * W + x;
-          if (t + kAhead < grid_.tokens()) {
-            const char* ahead =
-                reinterpret_cast<const char*>(call.q + (t + kAhead) * call.stride + head * d);
-            for (int64_t b = 0; b < d * 4; b += 64) __builtin_prefetch(ahead + b);
-          }
-          const auto at = static_cast<size_t>(row + column[static_cast<size_t>(x)]) * ud;
-          add_rows(&raw_[at], call.q + t * call.stride + head * d, d);
-        }
-      }
+    for_each_token_block(call.q, call.stride, head, s, [&](int64_t block, const float* q) {
+      add_rows(&raw_[static_cast<size_t>(offset_[s] + block) * ud], q, d);
+    });
     return;
   }
   std::fill(raw_.begin(), raw_.end(), 0.0f);
@@ -329,7 +337,7 @@ double SpadeSummaries::similarity(size_t shape) const {
 
 const std::vector<double>& SpadeSummaries::estimate(const AttentionCall& call, int64_t head,
                                                     size_t shape) {
-  const int64_t d = call.head_dim, H = grid_.height, W = grid_.width;
+  const int64_t d = call.head_dim;
   const auto ud = static_cast<size_t>(d);
   VIDAX_CHECK(d == d_ && call.grid == grid_);
   const auto& g = geo_[shape];
@@ -340,21 +348,9 @@ const std::vector<double>& SpadeSummaries::estimate(const AttentionCall& call, i
   lo.assign(hi.size(), INFINITY);
   // Keys in native order, straight into their block's max / min rows (the rows of one block
   // row of the grid stay in L1: at most width / shape.w blocks of 2 x head_dim floats).
-  const std::vector<int64_t>& column = column_blocks(shape);
-  for (int64_t f = 0; f < grid_.frames; ++f)
-    for (int64_t y = 0; y < H; ++y) {
-      const int64_t row = block_of(shape, f, y, 0);
-      for (int64_t x = 0; x < W; ++x) {
-        const int64_t t = (f * H + y) * W + x;
-        if (t + kAhead < grid_.tokens()) {
-          const char* ahead =
-              reinterpret_cast<const char*>(call.k + (t + kAhead) * call.stride + head * d);
-          for (int64_t b = 0; b < d * 4; b += 64) __builtin_prefetch(ahead + b);
-        }
-        const auto at = static_cast<size_t>(row + column[static_cast<size_t>(x)]) * ud;
-        max_min_rows(&hi[at], &lo[at], call.k + t * call.stride + head * d, d);
-      }
-    }
+  for_each_token_block(call.k, call.stride, head, shape, [&](int64_t block, const float* k) {
+    max_min_rows(&hi[static_cast<size_t>(block) * ud], &lo[static_cast<size_t>(block) * ud], k, d);
+  });
   std::vector<float>& qs = qs_;
   std::vector<float>& ks = ks_;
   qs.resize(static_cast<size_t>(nb) * 2 * ud);

@@ -78,6 +78,10 @@ class SpadeSummaries {
   int64_t block_of(size_t shape, int64_t f, int64_t y, int64_t x) const;
   // x / shape.w for every column x of the grid (built on first use).
   const std::vector<int64_t>& column_blocks(size_t shape);
+  // fn(block of `shape`, row of `head` in x) for every token in native order (x is [tokens,
+  // stride] with the head at head * head_dim; head_dim is d_).
+  template <class Fn>
+  void for_each_token_block(const float* x, int64_t stride, int64_t head, size_t shape, Fn&& fn);
   TokenGrid grid_;
   std::vector<BlockShape> shapes_;
   std::vector<Geometry> geo_;
