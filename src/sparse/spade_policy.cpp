@@ -95,17 +95,15 @@ double mean_block_query_similarity(const AttentionCall& call, int64_t head,
 namespace {
 
 // The estimate from block summaries: qs rows [q+ | q-] of the query blocks' mean query, ks rows
-// [k_max | k_min] of the key blocks, both [nb, 2d]; sizes = tokens per block. est [nb, nb] and
-// the score buffer are resized and overwritten (callers keep them between calls: at 32,760
-// tokens they are MBs, which glibc would map and fault in afresh at every call).
-void estimate_from_summaries(const std::vector<float>& qs, const std::vector<float>& ks,
-                             const std::vector<int64_t>& sizes, int64_t d,
-                             std::vector<float>& score, std::vector<double>& est) {
+// [k_max | k_min] of the key blocks, both [nb, 2d]; sizes = tokens per block.
+std::vector<double> estimate_from_summaries(const std::vector<float>& qs,
+                                            const std::vector<float>& ks,
+                                            const std::vector<int64_t>& sizes, int64_t d) {
   const auto nb = static_cast<int64_t>(sizes.size());
-  score.resize(static_cast<size_t>(nb * nb));
+  std::vector<float> score(static_cast<size_t>(nb * nb));
   gemm_abt(qs.data(), nb, ks.data(), nb, 2 * d, score.data());
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  est.resize(static_cast<size_t>(nb * nb));
+  std::vector<double> est(static_cast<size_t>(nb * nb));
 #pragma omp parallel
   {
     std::vector<float> e(static_cast<size_t>(nb));
@@ -125,6 +123,7 @@ void estimate_from_summaries(const std::vector<float>& qs, const std::vector<flo
       for (int64_t kb = 0; kb < nb; ++kb) row[kb] /= z;
     }
   }
+  return est;
 }
 
 // [q+ | q-] of a block's query sum over m tokens, and [max | min] of its keys, as rows of 2d.
@@ -167,10 +166,7 @@ std::vector<double> spade_block_estimate(const AttentionCall& call, int64_t head
     summary_rows(qm.data(), hi.data(), lo.data(), m, d, &qs[static_cast<size_t>(b) * 2 * ud],
                  &ks[static_cast<size_t>(b) * 2 * ud]);
   }
-  std::vector<float> score;
-  std::vector<double> est;
-  estimate_from_summaries(qs, ks, sizes, d, score, est);
-  return est;
+  return estimate_from_summaries(qs, ks, sizes, d);
 }
 
 SpadeSummaries::SpadeSummaries(const TokenGrid& grid, const std::vector<BlockShape>& shapes)
@@ -271,7 +267,7 @@ void SpadeSummaries::query_sums(const AttentionCall& call, int64_t head, bool un
   const int64_t d = call.head_dim, total = offset_.back();
   const auto ud = static_cast<size_t>(d);
   d_ = d;
-  raw_.resize(static_cast<size_t>(total) * ud);
+  raw_.resize(static_cast<size_t>(total) * ud);  // zeroed below: all, or only_shape's rows
   unit_.assign(unit ? static_cast<size_t>(total) * ud : 0, 0.0f);
   const int64_t H = grid_.height, W = grid_.width;
   if (only_shape >= 0) {
@@ -335,33 +331,26 @@ double SpadeSummaries::similarity(size_t shape) const {
   return counted ? total / static_cast<double>(counted) : 0.0;
 }
 
-const std::vector<double>& SpadeSummaries::estimate(const AttentionCall& call, int64_t head,
-                                                    size_t shape) {
+std::vector<double> SpadeSummaries::estimate(const AttentionCall& call, int64_t head,
+                                             size_t shape) {
   const int64_t d = call.head_dim;
   const auto ud = static_cast<size_t>(d);
   VIDAX_CHECK(d == d_ && call.grid == grid_);
   const auto& g = geo_[shape];
   const int64_t nb = static_cast<int64_t>(g.sizes.size());
-  std::vector<float>& hi = hi_;
-  std::vector<float>& lo = lo_;
-  hi.assign(static_cast<size_t>(nb) * ud, -INFINITY);
-  lo.assign(hi.size(), INFINITY);
+  std::vector<float> hi(static_cast<size_t>(nb) * ud, -INFINITY), lo(hi.size(), INFINITY);
   // Keys in native order, straight into their block's max / min rows (the rows of one block
   // row of the grid stay in L1: at most width / shape.w blocks of 2 x head_dim floats).
   for_each_token_block(call.k, call.stride, head, shape, [&](int64_t block, const float* k) {
     max_min_rows(&hi[static_cast<size_t>(block) * ud], &lo[static_cast<size_t>(block) * ud], k, d);
   });
-  std::vector<float>& qs = qs_;
-  std::vector<float>& ks = ks_;
-  qs.resize(static_cast<size_t>(nb) * 2 * ud);
-  ks.resize(qs.size());
+  std::vector<float> qs(static_cast<size_t>(nb) * 2 * ud), ks(qs.size());
   for (int64_t b = 0; b < nb; ++b)
     summary_rows(&raw_[static_cast<size_t>(offset_[shape] + b) * ud],
                  &hi[static_cast<size_t>(b) * ud], &lo[static_cast<size_t>(b) * ud],
                  g.sizes[static_cast<size_t>(b)], d, &qs[static_cast<size_t>(b) * 2 * ud],
                  &ks[static_cast<size_t>(b) * 2 * ud]);
-  estimate_from_summaries(qs, ks, g.sizes, d, score_, est_);
-  return est_;
+  return estimate_from_summaries(qs, ks, g.sizes, d);
 }
 
 namespace {
@@ -533,8 +522,7 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
           static_cast<int>(std::max_element(sim.begin(), sim.end()) - sim.begin());
     }
     // Select right away, while the head's estimate is in cache; keep only the bit rows.
-    const auto& est =
-        sums.estimate(call, h, static_cast<size_t>(shape_of_[static_cast<size_t>(h)]));
+    const auto est = sums.estimate(call, h, static_cast<size_t>(shape_of_[static_cast<size_t>(h)]));
     select_blocks(est, layout_blocks[static_cast<size_t>(shape_of_[static_cast<size_t>(h)])], p,
                   opt_.topk, opt_.sink, keeps[static_cast<size_t>(h)]);
   }

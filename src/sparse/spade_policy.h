@@ -66,9 +66,8 @@ class SpadeSummaries {
   // Mean over blocks of >= 2 tokens of the mean pairwise cosine of the queries (last query_sums
   // with unit = true).
   double similarity(size_t shape) const;
-  // spade_block_estimate of the head over `shape`'s blocks (last query_sums of this head), in a
-  // buffer of this object that the next estimate() overwrites.
-  const std::vector<double>& estimate(const AttentionCall& call, int64_t head, size_t shape);
+  // spade_block_estimate of the head over `shape`'s blocks (last query_sums of this head).
+  std::vector<double> estimate(const AttentionCall& call, int64_t head, size_t shape);
 
  private:
   struct Geometry {
@@ -88,11 +87,8 @@ class SpadeSummaries {
   std::vector<int64_t> offset_;  // first block of each shape in the accumulators
   std::array<int64_t, 3> run_{1, 1, 1};
   int64_t d_ = 0;
-  std::vector<float> unit_, raw_;  // [blocks of all shapes, head_dim]
-  // estimate()'s buffers, kept between calls (MBs at 32,760 tokens).
-  std::vector<float> hi_, lo_, qs_, ks_, score_;
-  std::vector<std::vector<int64_t>> columns_;
-  std::vector<double> est_;
+  std::vector<float> unit_, raw_;              // [blocks of all shapes, head_dim]
+  std::vector<std::vector<int64_t>> columns_;  // column_blocks() per shape
 };
 
 class SpadePolicy final : public AttentionPolicy {
