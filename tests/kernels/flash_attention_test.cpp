@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -243,6 +244,81 @@ TEST(FlashAttention, Bf16KernelsMatchReference) {
   }
 }
 
+// kv_last_repeat: the last valid key counts as that many identical keys. Every kernel against
+// the reference (which weights the key's term by the count), on cases whose last key sits at the
+// start, middle and end of a key block and of an AMX step (kv_valid 1, 64, 65, 128, 129, ...).
+std::vector<Case> repeat_cases() {
+  return {{5, 1, 1, 2, 128, Layout::kPacked},       {33, 64, 64, 1, 128, Layout::kPadded},
+          {17, 70, 65, 2, 72, Layout::kPacked},     {40, 128, 128, 3, 128, Layout::kPadded},
+          {129, 129, 129, 2, 100, Layout::kPacked}, {300, 300, 211, 2, 128, Layout::kQkv},
+          {9, 78, 78, 12, 128, Layout::kPacked}};
+}
+
+TEST(FlashAttention, RepeatedLastKeyMatchesReference) {
+  uint32_t seed = 700;
+  for (const int64_t repeat : {int64_t{2}, int64_t{7}, int64_t{435}}) {
+    for (const Case& c : repeat_cases()) {
+      Problem p(c, seed++, /*bf16=*/false);
+      p.dims.kv_last_repeat = repeat;
+      const std::string what = describe(c) + " repeat=" + std::to_string(repeat);
+      const auto ref = p.reference();
+      EXPECT_TRUE(outputs_close(p.run_f32(), ref, p.dims, 2e-6, 1e-5, "f32 " + what));
+      Problem pb(c, seed++, /*bf16=*/true);
+      pb.dims.kv_last_repeat = repeat;
+      const auto refb = pb.reference();
+      for (auto kernel : {AttentionBf16Kernel::kWidened, AttentionBf16Kernel::kAvx512Bf16,
+                          AttentionBf16Kernel::kAmx}) {
+        if (!flash_attention_bf16_available(kernel)) continue;
+        const double atol = kernel == AttentionBf16Kernel::kWidened ? 2e-6 : kBf16Atol;
+        EXPECT_TRUE(outputs_close(run_kernel(pb, kernel), refb, pb.dims, atol,
+                                  kernel == AttentionBf16Kernel::kWidened ? 1e-5 : 0,
+                                  std::string(kernel_name(kernel)) + " " + what));
+      }
+    }
+  }
+}
+
+// The Wan text case, stated directly: 77 keys followed by 435 copies of one padding key give the
+// same output as the 77 keys plus that key once with kv_last_repeat = 435, whatever the kernel.
+TEST(FlashAttention, RepeatedLastKeyEqualsExplicitCopies) {
+  const int64_t heads = 2, hd = 128, real = 77, copies = 435, q_len = 50, row = heads * hd;
+  const int64_t full = real + copies;  // 512 keys, the last 435 identical
+  std::vector<float> q = random_floats(static_cast<size_t>(q_len * row), 11, -1, 1);
+  std::vector<float> k = random_floats(static_cast<size_t>(full * row), 12, -1, 1);
+  std::vector<float> v = random_floats(static_cast<size_t>(full * row), 13, -1, 1);
+  for (int64_t t = real + 1; t < full; ++t) {
+    std::copy_n(k.begin() + real * row, row, k.begin() + t * row);
+    std::copy_n(v.begin() + real * row, row, v.begin() + t * row);
+  }
+  for (auto* buf : {&q, &k, &v}) {  // bf16-exact, so that every kernel sees the same inputs
+    for (float& x : *buf) x = bf16_to_f32(f32_to_bf16(x));
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const AttentionDims expanded{q_len, full, full, heads, hd, row, row, row, row, scale};
+  AttentionDims compact = expanded;
+  compact.kv_len = compact.kv_valid = real + 1;
+  compact.kv_last_repeat = copies;
+  std::vector<float> want(static_cast<size_t>(q_len * row)), got(want.size());
+  attention_reference(q.data(), k.data(), v.data(), want.data(), expanded);
+  flash_attention(q.data(), k.data(), v.data(), got.data(), compact);
+  const Shape shape{q_len, heads, hd};
+  EXPECT_TRUE(all_close(Tensor::from_floats(got, shape), Tensor::from_floats(want, shape), 2e-6,
+                        1e-5, "f32 compact vs 512 explicit keys"));
+  auto to_bf16 = [](const std::vector<float>& x) {
+    std::vector<BFloat16> r(x.size());
+    for (size_t i = 0; i < x.size(); ++i) r[i].bits = f32_to_bf16(x[i]);
+    return r;
+  };
+  const auto qb = to_bf16(q), kb = to_bf16(k), vb = to_bf16(v);
+  std::vector<float> dense16(want.size()), compact16(want.size());
+  flash_attention(qb.data(), kb.data(), vb.data(), dense16.data(), expanded);
+  flash_attention(qb.data(), kb.data(), vb.data(), compact16.data(), compact);
+  EXPECT_TRUE(all_close(Tensor::from_floats(compact16, shape), Tensor::from_floats(want, shape),
+                        kBf16Atol, 0, "bf16 compact vs 512 explicit keys"));
+  EXPECT_TRUE(all_close(Tensor::from_floats(dense16, shape), Tensor::from_floats(want, shape),
+                        kBf16Atol, 0, "bf16 on the 512 explicit keys"));
+}
+
 TEST(FlashAttention, UnavailableKernelThrows) {
   const float x = 1.0f;
   const BFloat16 b{f32_to_bf16(x)};
@@ -397,6 +473,11 @@ TEST(FlashAttention, RejectsInconsistentDims) {
       bad([](AttentionDims& d) { d.q_stride = 7; }),
       bad([](AttentionDims& d) { d.out_stride = 4; }),
       bad([](AttentionDims& d) { d.scale = NAN; }),
+      bad([](AttentionDims& d) { d.kv_last_repeat = 0; }),
+      bad([](AttentionDims& d) {
+        d.kv_last_repeat = 2;
+        d.scale = 0;
+      }),
   };
   for (const AttentionDims& d : cases) {
     EXPECT_THROW(flash_attention(buf.data(), buf.data(), buf.data(), out.data(), d), InputError);

@@ -30,6 +30,10 @@ void attention_reference(const float* q, const float* k, const float* v, float* 
         s = std::exp(s - m);
         sum += s;
       }
+      // The last key stands for kv_last_repeat identical keys: its term counts that many times.
+      const double repeat = static_cast<double>(d.kv_last_repeat);
+      sum += (repeat - 1) * scores.back();
+      scores.back() *= repeat;
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t j = 0; j < d.kv_valid; ++j) {
         const float* vj = v + j * d.v_stride + off;

@@ -68,14 +68,30 @@ struct Geometry {
         hd(d.head_dim),
         dv(round_up(d.head_dim, 16)),
         dpairs(ceil_div(d.head_dim, 2)),
-        kpairs(round_up(d.head_dim, 32) / 2) {}
+        kpairs(round_up(d.head_dim, 32) / 2),
+        last_key_bias(d.kv_last_repeat > 1
+                          ? static_cast<float>(std::log(static_cast<double>(d.kv_last_repeat)) /
+                                               static_cast<double>(d.scale))
+                          : 0.0f) {}
   int64_t kv;      // keys that take part (kv_valid); the rest is never read
   int64_t nkb;     // key blocks
   int64_t hd;      // head_dim
   int64_t dv;      // head_dim padded to 16 lanes: width of packed V rows and of O
   int64_t dpairs;  // bf16 channel pairs holding data (head_dim rounded up to even, halved)
   int64_t kpairs;  // channel pairs of packed bf16 K and Q: dpairs padded to 16 (one AMX tile)
+  // Added to the raw score of key kv - 1: ln(kv_last_repeat) / scale, which the softmax's factor
+  // scale * log2(e) turns into a weight of kv_last_repeat. 0 when the count is 1.
+  float last_key_bias;
 };
+
+// Applies g.last_key_bias to the score tile of the keys [j0, j0 + width) when it holds the last
+// key: rows x width scores, row stride `ld`.
+inline void add_last_key_bias(const Geometry& g, int64_t j0, int64_t width, int64_t rows,
+                              float* scores, int64_t ld) {
+  const int64_t j = g.kv - 1 - j0;
+  if (g.last_key_bias == 0.0f || j < 0 || j >= width) return;
+  for (int64_t i = 0; i < rows; ++i) scores[i * ld + j] += g.last_key_bias;
+}
 
 using ::vidax::amx_bf16_usable;
 using ::vidax::cpu_has_avx512_bf16;
@@ -469,6 +485,7 @@ void TaskWidened(const AttentionDims& d, const Geometry& g, const T* q, float* o
         ScoreTileF32<decltype(nr)::value>(s.q + r0 * hd, hd, kt, hd, s.s + r0 * kBlockK);
       });
     }
+    fa::add_last_key_bias(g, kb * kBlockK, kBlockK, rows, s.s, st.width);
     RowMax(rows, valid, c, s.s, st);
     UpdateRowMax(rows, s.m, s.bm, s.alpha);
     ExpRowsF32(rows, valid, c, s.s, st);
@@ -599,6 +616,10 @@ void validate_attention_dims(const AttentionDims& d) {
     }
   }
   if (!std::isfinite(d.scale)) throw_input_error("attention: scale must be finite");
+  if (d.kv_last_repeat < 1)
+    throw_input_error("attention: kv_last_repeat must be >= 1, got ", d.kv_last_repeat);
+  if (d.kv_last_repeat > 1 && d.scale == 0.0f)
+    throw_input_error("attention: kv_last_repeat > 1 needs a non-zero scale");
 }
 
 namespace {

@@ -32,6 +32,12 @@ struct AttentionDims {
   // Elements between consecutive tokens (rows); head h lives at offset h*head_dim within a row.
   int64_t q_stride, k_stride, v_stride, out_stride;
   float scale;  // softmax scale, usually 1/sqrt(head_dim)
+  // The last valid key (position kv_valid - 1) stands for this many identical keys (>= 1): its
+  // softmax weight is multiplied by the count, exactly as if the key/value row were repeated.
+  // Wan attends its text context zero-padded to 512 tokens, and every padding row has the same
+  // key and value: one row with the count is the same attention over ~7x fewer keys. Values
+  // above 1 need a non-zero scale. (The block-sparse executor has no such count.)
+  int64_t kv_last_repeat = 1;
 };
 
 // q [q_len, heads, head_dim], k/v [kv_len, heads, head_dim] (row strides as in `d`),

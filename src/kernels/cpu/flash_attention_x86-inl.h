@@ -258,6 +258,7 @@ VIDAX_FA_BF16 void TaskDpBf16(const AttentionDims& d, const Geometry& g, const B
         ScoreTileBf16<decltype(nr)::value>(qp + r0 * q_ld, q_ld, kp, g.dpairs, s.s + r0 * kBlockK);
       });
     }
+    fa::add_last_key_bias(g, kb * kBlockK, kBlockK, rows, s.s, st.width);
     RowMax(rows, valid, c, s.s, st);
     UpdateRowMax(rows, s.m, s.bm, s.alpha);
     ExpRowsBf16(rows, valid, c, s.s, s.p16(), st);
@@ -477,7 +478,7 @@ VIDAX_FA_AMX void TaskAmx(const AttentionDims& d, const Geometry& g, const BFloa
     for (int64_t grp = 0; grp < groups; ++grp) {
       const int64_t n = std::min(kAmxRows, rows - grp * kAmxRows);
       const RowState st = s.at(grp * kAmxRows);
-      const float* sb = s.scores(t % 2) + grp * kAmxRows * kAmxKeys;
+      float* sb = s.scores(t % 2) + grp * kAmxRows * kAmxKeys;
       VIDAX_FA_COMPILER_BARRIER();
       if (t > 0) add_pv(work, grp, t - 1);
       if (t + 1 < steps) add_scores(work, grp, t + 1);
@@ -488,6 +489,7 @@ VIDAX_FA_AMX void TaskAmx(const AttentionDims& d, const Geometry& g, const BFloa
         const int64_t due = (++call * total + calls - 1) / calls;
         for (; issued < due; ++issued) work.Step();
       };
+      fa::add_last_key_bias(g, t * kAmxKeys, kAmxKeys, n, sb, st.width);
       RowMax(n, valid, c, sb, st, hook);
       UpdateRowMax(n, st.m, st.bm, st.alpha);
       ExpRowsBf16(n, valid, c, sb, s.p16(t % 2) + grp * kAmxRows * kAmxKeys, st, hook);

@@ -351,20 +351,30 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
   }
 
   // ---- Text embedding of the context zero-padded to text_len (padding rows are attended).
+  // Every padding row is the same zero vector, so it embeds to the same row and gives the same
+  // cross-attention key and value in every block: only the real rows and one padding row are
+  // embedded, and attention counts that row text_len - n times (AttentionDims::kv_last_repeat).
   {
-    const int64_t tl = c.text_len;
-    Tensor padded = Tensor::zeros(Shape{tl, c.text_dim});
-    padded.slice(0, 0, s.context.dim(0))
-        .copy_from(s.context.dtype() == DType::kF32 ? s.context.contiguous()
-                                                    : s.context.to(DType::kF32));
-    m.tmp.resize(static_cast<size_t>(tl * dim));
-    m.linear_f32_in(m.text0, padded.data<float>(), tl, m.tmp.data());  // GELU fused
-    st.context.resize(static_cast<size_t>(tl * dim));
-    m.linear_f32_in(m.text2, m.tmp.data(), tl, st.context.data());
-    st.context_rows = tl;
-    if (st.capture)
-      capture("context_emb", Tensor::from_floats({st.context.data(), static_cast<size_t>(tl * dim)},
-                                                 Shape{1, tl, dim}));
+    const int64_t tl = c.text_len, n = s.context.dim(0);
+    const int64_t rows = n < tl ? n + 1 : n;  // [real rows | one padding row]
+    Tensor padded = Tensor::zeros(Shape{rows, c.text_dim});
+    padded.slice(0, 0, n).copy_from(s.context.dtype() == DType::kF32 ? s.context.contiguous()
+                                                                     : s.context.to(DType::kF32));
+    m.tmp.resize(static_cast<size_t>(rows * dim));
+    m.linear_f32_in(m.text0, padded.data<float>(), rows, m.tmp.data());  // GELU fused
+    st.context.resize(static_cast<size_t>(rows * dim));
+    m.linear_f32_in(m.text2, m.tmp.data(), rows, st.context.data());
+    st.context_rows = rows;
+    st.context_last_repeat = n < tl ? tl - n : 1;
+    if (st.capture) {  // the reference's [1, text_len, dim], padding rows spelled out
+      Tensor full = Tensor::zeros(Shape{1, tl, dim});
+      float* dst = full.mutable_data<float>();
+      for (int64_t r = 0; r < tl; ++r) {
+        const float* src = st.context.data() + std::min(r, rows - 1) * dim;
+        std::copy_n(src, dim, dst + r * dim);
+      }
+      capture("context_emb", full);
+    }
   }
 
   // ---- i2v: CLIP image features -> image tokens, prepended to the text in cross-attention.

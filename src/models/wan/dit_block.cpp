@@ -166,7 +166,8 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
     capture_rows(st, prefix + "self_attn_out", tmp.data(), L, dim, dim, Shape{1, L, dim});
   gated_add(tmp.data(), 2);
 
-  // ---- Cross-attention over the padded text (and, for i2v, the image tokens).
+  // ---- Cross-attention over the padded text (its padding rows as one counted row) and, for i2v,
+  // the image tokens.
   if (!w.norm3_weight.empty()) {
     layer_norm_rows(x.data(), act.data(), L, dim, w.norm3_weight.data(), w.norm3_bias.data(), eps);
   } else {
@@ -179,7 +180,7 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
   }
   rms_norm_strided(cq, L, dim, dim, w.cross_norm_q, eps);
   auto attend = [&](const PackedLinear& kv_proj, const std::vector<float>& norm_k, const float* ctx,
-                    int64_t ctx_rows, float* out) {
+                    int64_t ctx_rows, int64_t last_repeat, float* out) {
     kv.resize(static_cast<size_t>(ctx_rows * 2 * dim));
     {
       profile::ScopedTimer pt("gemm.cross_kv");
@@ -190,6 +191,7 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
     cd.q_len = L;
     cd.kv_len = ctx_rows;
     cd.kv_valid = ctx_rows;
+    cd.kv_last_repeat = last_repeat;
     cd.q_stride = dim;
     cd.k_stride = cd.v_stride = 2 * dim;
     cd.out_stride = dim;
@@ -205,10 +207,11 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
       flash_attention(cq, kv.data(), kv.data() + dim, out, cd);
     }
   };
-  attend(w.cross_kv, w.cross_norm_k, st.context.data(), st.context_rows, attn.data());
+  attend(w.cross_kv, w.cross_norm_k, st.context.data(), st.context_rows, st.context_last_repeat,
+         attn.data());
   if (c.kind == DitKind::kI2V) {
     hidden.resize(static_cast<size_t>(L * dim));
-    attend(w.cross_kv_img, w.cross_norm_k_img, st.clip.data(), st.clip_rows, hidden.data());
+    attend(w.cross_kv_img, w.cross_norm_k_img, st.clip.data(), st.clip_rows, 1, hidden.data());
     add_rows(attn.data(), hidden.data(), L * dim);
   }
   {

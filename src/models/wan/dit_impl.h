@@ -40,9 +40,12 @@ struct DitState {
   int64_t unique_t = 0;
   std::vector<float> e;   // [unique_t, dim]     time embedding
   std::vector<float> e0;  // [unique_t, 6 * dim] time projection
-  Buffer<float> context;  // [text_len, dim] embedded, padded text context
+  // [context_rows, dim] embedded text context: the real rows, then (when the text is shorter
+  // than text_len) one padding row that stands for all text_len - n of them.
+  Buffer<float> context;
   int64_t context_rows = 0;
-  Buffer<float> clip;  // [clip_tokens, dim] (i2v)
+  int64_t context_last_repeat = 1;  // how many padding rows the last row stands for
+  Buffer<float> clip;               // [clip_tokens, dim] (i2v)
   int64_t clip_rows = 0;
   const CaptureFn* capture = nullptr;
   // For attention policies: the sample's loop position and its (first) timestep.
