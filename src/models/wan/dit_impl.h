@@ -44,8 +44,9 @@ struct DitState {
   // than text_len) one padding row that stands for all text_len - n of them.
   Buffer<float> context;
   int64_t context_rows = 0;
-  int64_t context_last_repeat = 1;  // how many padding rows the last row stands for
-  Buffer<float> clip;               // [clip_tokens, dim] (i2v)
+  // Rows the last context row stands for: text_len - n (the padding), or 1 when n == text_len.
+  int64_t context_last_repeat = 1;
+  Buffer<float> clip;  // [clip_tokens, dim] (i2v)
   int64_t clip_rows = 0;
   const CaptureFn* capture = nullptr;
   // For attention policies: the sample's loop position and its (first) timestep.
