@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "core/buffer.h"
 #include "core/tensor.h"
 #include "kernels/cpu/flash_attention.h"
 #include "sparse/spade_policy.h"
@@ -19,7 +20,7 @@ namespace vidax::sparse {
 namespace {
 
 struct Inputs {
-  std::vector<float> q, k;
+  Buffer<float> q, k;  // huge pages, as the DiT's activations
   AttentionCall call;
   explicit Inputs(TokenGrid g) {
     const auto n = static_cast<size_t>(g.tokens() * 12 * 128);
@@ -27,8 +28,8 @@ struct Inputs {
     k.resize(n);
     std::mt19937 rng(1);
     std::normal_distribution<float> nd;
-    for (auto& v : q) v = nd(rng);
-    for (auto& v : k) v = nd(rng);
+    for (size_t i = 0; i < n; ++i) q.data()[i] = nd(rng);
+    for (size_t i = 0; i < n; ++i) k.data()[i] = nd(rng);
     call.grid = g;
     call.heads = 12;
     call.head_dim = 128;
@@ -130,8 +131,8 @@ void BM_DenseAttentionBf16(benchmark::State& state) {
   Inputs in(grid_of(state.range(0)));
   const int64_t n = in.call.grid.tokens(), row = 12 * 128;
   std::vector<BFloat16> q(in.q.size()), k(in.k.size());
-  for (size_t i = 0; i < q.size(); ++i) q[i].bits = f32_to_bf16(in.q[i]);
-  for (size_t i = 0; i < k.size(); ++i) k[i].bits = f32_to_bf16(in.k[i]);
+  for (size_t i = 0; i < q.size(); ++i) q[i].bits = f32_to_bf16(in.q.data()[i]);
+  for (size_t i = 0; i < k.size(); ++i) k[i].bits = f32_to_bf16(in.k.data()[i]);
   std::vector<float> out(static_cast<size_t>(n * row));
   const AttentionDims d{n, n, n, 12, 128, row, row, row, row, 1.0f / std::sqrt(128.0f)};
   for (auto _ : state) flash_attention(q.data(), k.data(), k.data(), out.data(), d);

@@ -1,11 +1,14 @@
 // Buffer<T>: uninitialised, 64-byte aligned scratch memory for hot loops (no zero-fill, unlike
-// Tensor::zeros). Move-only; not thread-safe for concurrent resize.
+// Tensor::zeros; huge pages from 4 MiB, core/aligned_memory.h). Move-only; not thread-safe for
+// concurrent resize.
 #pragma once
 
 #include <cstddef>
 #include <cstdlib>
 #include <new>
 #include <utility>
+
+#include "core/aligned_memory.h"
 
 namespace vidax {
 
@@ -29,9 +32,9 @@ class Buffer {
   void resize(size_t n) {
     if (n <= size_) return;
     std::free(data_);
-    const size_t bytes = ((n * sizeof(T) + 63) / 64) * 64;
-    data_ = static_cast<T*>(std::aligned_alloc(64, bytes));
-    if (data_ == nullptr) throw std::bad_alloc();
+    data_ = nullptr;
+    size_ = 0;
+    data_ = static_cast<T*>(allocate_aligned(n * sizeof(T)));
     size_ = n;
   }
   T* data() { return data_; }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 
+#include "core/aligned_memory.h"
 #include "core/error.h"
 
 namespace vidax {
@@ -18,10 +19,9 @@ namespace {
 class OwnedStorage final : public Storage {
  public:
   explicit OwnedStorage(size_t bytes) {
-    const size_t rounded = ((bytes + 63) / 64) * 64;
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    if (p == nullptr) throw std::bad_alloc();
-    std::memset(p, 0, rounded == 0 ? 64 : rounded);
+    const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;  // tail zeroed too
+    void* p = allocate_aligned(rounded);
+    std::memset(p, 0, rounded);
     data_ = static_cast<std::byte*>(p);
     bytes_ = bytes;
     writable_ = true;

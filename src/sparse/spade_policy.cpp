@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/elementwise.h"
+#include "sparse/block_select.h"
 #include "sparse/estimator_math.h"
 #include "sparse/policies.h"
 #include "sparse/policy_options.h"
@@ -96,12 +97,11 @@ namespace {
 
 // The estimate from block summaries: qs rows [q+ | q-] of the query blocks' mean query, ks rows
 // [k_max | k_min] of the key blocks, both [nb, 2d]; sizes = tokens per block.
-std::vector<double> estimate_from_summaries(const std::vector<float>& qs,
-                                            const std::vector<float>& ks,
-                                            const std::vector<int64_t>& sizes, int64_t d) {
+// Rows of est [nb, nb]: softmax over kb of score / sqrt(d), each term weighted by the key
+// block's token count.
+std::vector<double> softmax_by_size(const std::vector<float>& score,
+                                    const std::vector<int64_t>& sizes, int64_t d) {
   const auto nb = static_cast<int64_t>(sizes.size());
-  std::vector<float> score(static_cast<size_t>(nb * nb));
-  gemm_abt(qs.data(), nb, ks.data(), nb, 2 * d, score.data());
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   std::vector<double> est(static_cast<size_t>(nb * nb));
 #pragma omp parallel
@@ -126,9 +126,21 @@ std::vector<double> estimate_from_summaries(const std::vector<float>& qs,
   return est;
 }
 
+std::vector<double> estimate_from_summaries(const std::vector<float>& qs,
+                                            const std::vector<float>& ks,
+                                            const std::vector<int64_t>& sizes, int64_t d) {
+  const auto nb = static_cast<int64_t>(sizes.size());
+  std::vector<float> score(static_cast<size_t>(nb * nb));
+  gemm_abt(qs.data(), nb, ks.data(), nb, 2 * d, score.data());
+  return softmax_by_size(score, sizes, d);
+}
+
 // [q+ | q-] of a block's query sum over m tokens, and [max | min] of its keys, as rows of 2d.
-void summary_rows(const float* qsum, const float* hi, const float* lo, int64_t m, int64_t d,
-                  float* qrow, float* krow) {
+__attribute__((target_clones("avx512f", "default"))) void summary_rows(const float* qsum,
+                                                                       const float* hi,
+                                                                       const float* lo, int64_t m,
+                                                                       int64_t d, float* qrow,
+                                                                       float* krow) {
   for (int64_t c = 0; c < d; ++c) {
     const float v = qsum[c] / static_cast<float>(m);
     qrow[c] = std::max(v, 0.0f);
@@ -230,6 +242,15 @@ __attribute__((target_clones("avx512f", "default"))) void max_min_rows(float* hi
   }
 }
 
+// A block's run of `count` consecutive tokens (rows `stride` apart): acc += their sum, or hi / lo
+// = the per-channel max / min with them.
+void add_run(float* acc, const float* v, int64_t stride, int64_t count, int64_t d) {
+  for (int64_t r = 0; r < count; ++r) add_rows(acc, v + r * stride, d);
+}
+void max_min_run(float* hi, float* lo, const float* v, int64_t stride, int64_t count, int64_t d) {
+  for (int64_t r = 0; r < count; ++r) max_min_rows(hi, lo, v + r * stride, d);
+}
+
 }  // namespace
 
 const std::vector<int64_t>& SpadeSummaries::column_blocks(size_t shape) {
@@ -241,21 +262,21 @@ const std::vector<int64_t>& SpadeSummaries::column_blocks(size_t shape) {
 }
 
 template <class Fn>
-void SpadeSummaries::for_each_token_block(const float* x, int64_t stride, int64_t head,
-                                          size_t shape, Fn&& fn) {
-  const int64_t d = d_, H = grid_.height, W = grid_.width;
+void SpadeSummaries::for_each_token_run(const float* x, int64_t stride, int64_t head, size_t shape,
+                                        Fn&& fn) {
+  const int64_t d = d_, H = grid_.height, W = grid_.width, bw = shapes_[shape].w;
   const std::vector<int64_t>& column = column_blocks(shape);
   for (int64_t f = 0; f < grid_.frames; ++f)
     for (int64_t y = 0; y < H; ++y) {
       const int64_t row = block_of(shape, f, y, 0);
-      for (int64_t c = 0; c < W; ++c) {
-        const int64_t t = (f * H + y) * W + c;
+      for (int64_t c = 0; c < W; c += bw) {
+        const int64_t t = (f * H + y) * W + c, count = std::min(bw, W - c);
         // The rows of one head are short pieces of a wide buffer: fetch a few tokens ahead.
-        if (t + kAhead < grid_.tokens()) {
-          const char* ahead = reinterpret_cast<const char*>(x + (t + kAhead) * stride + head * d);
+        for (int64_t a = t + kAhead; a < std::min(t + kAhead + count, grid_.tokens()); ++a) {
+          const char* ahead = reinterpret_cast<const char*>(x + a * stride + head * d);
           for (int64_t b = 0; b < d * 4; b += 64) __builtin_prefetch(ahead + b);
         }
-        fn(row + column[static_cast<size_t>(c)], x + t * stride + head * d);
+        fn(row + column[static_cast<size_t>(c)], x + t * stride + head * d, count);
       }
     }
 }
@@ -274,9 +295,10 @@ void SpadeSummaries::query_sums(const AttentionCall& call, int64_t head, bool un
     // One shape's raw sums, token by token into its block (the other shapes' rows are stale).
     const auto s = static_cast<size_t>(only_shape);
     std::fill(raw_.begin() + offset_[s] * d, raw_.begin() + offset_[s + 1] * d, 0.0f);
-    for_each_token_block(call.q, call.stride, head, s, [&](int64_t block, const float* q) {
-      add_rows(&raw_[static_cast<size_t>(offset_[s] + block) * ud], q, d);
-    });
+    for_each_token_run(
+        call.q, call.stride, head, s, [&](int64_t block, const float* q, int64_t count) {
+          add_run(&raw_[static_cast<size_t>(offset_[s] + block) * ud], q, call.stride, count, d);
+        });
     return;
   }
   std::fill(raw_.begin(), raw_.end(), 0.0f);
@@ -284,8 +306,11 @@ void SpadeSummaries::query_sums(const AttentionCall& call, int64_t head, bool un
   // Tokens in native order, a run of run_[2] consecutive tokens of a row at a time: every
   // shape's width is a multiple of the run, so a run lies in one block of every shape and its
   // sums go to each shape's accumulator once.
+  for (size_t s = 0; s < shapes_.size(); ++s) column_blocks(s);
+  std::vector<int64_t> row_base(shapes_.size());  // per shape: first block of grid row (f, y)
   for (int64_t f = 0; f < grid_.frames; ++f)
-    for (int64_t y = 0; y < H; ++y)
+    for (int64_t y = 0; y < H; ++y) {
+      for (size_t s = 0; s < shapes_.size(); ++s) row_base[s] = offset_[s] + block_of(s, f, y, 0);
       for (int64_t x0 = 0; x0 < W; x0 += run_[2]) {
         const int64_t x1 = std::min(W, x0 + run_[2]);
         std::fill(ru.begin(), ru.end(), 0.0f);
@@ -305,11 +330,13 @@ void SpadeSummaries::query_sums(const AttentionCall& call, int64_t head, bool un
             add_rows(rr.data(), q, d);
         }
         for (size_t s = 0; s < shapes_.size(); ++s) {
-          const auto at = static_cast<size_t>(offset_[s] + block_of(s, f, y, x0)) * ud;
+          const auto at =
+              static_cast<size_t>(row_base[s] + columns_[s][static_cast<size_t>(x0)]) * ud;
           add_rows(&raw_[at], rr.data(), d);
           if (unit) add_rows(&unit_[at], ru.data(), d);
         }
       }
+    }
 }
 
 double SpadeSummaries::similarity(size_t shape) const {
@@ -331,108 +358,75 @@ double SpadeSummaries::similarity(size_t shape) const {
   return counted ? total / static_cast<double>(counted) : 0.0;
 }
 
-std::vector<double> SpadeSummaries::estimate(const AttentionCall& call, int64_t head,
-                                             size_t shape) {
+void SpadeSummaries::block_scores(const AttentionCall& call, int64_t head, size_t shape) {
   const int64_t d = call.head_dim;
   const auto ud = static_cast<size_t>(d);
   VIDAX_CHECK(d == d_ && call.grid == grid_);
   const auto& g = geo_[shape];
   const int64_t nb = static_cast<int64_t>(g.sizes.size());
-  std::vector<float> hi(static_cast<size_t>(nb) * ud, -INFINITY), lo(hi.size(), INFINITY);
+  hi_.assign(static_cast<size_t>(nb) * ud, -INFINITY);
+  lo_.assign(hi_.size(), INFINITY);
   // Keys in native order, straight into their block's max / min rows (the rows of one block
   // row of the grid stay in L1: at most width / shape.w blocks of 2 x head_dim floats).
-  for_each_token_block(call.k, call.stride, head, shape, [&](int64_t block, const float* k) {
-    max_min_rows(&hi[static_cast<size_t>(block) * ud], &lo[static_cast<size_t>(block) * ud], k, d);
-  });
-  std::vector<float> qs(static_cast<size_t>(nb) * 2 * ud), ks(qs.size());
+  for_each_token_run(call.k, call.stride, head, shape,
+                     [&](int64_t block, const float* k, int64_t count) {
+                       max_min_run(&hi_[static_cast<size_t>(block) * ud],
+                                   &lo_[static_cast<size_t>(block) * ud], k, call.stride, count, d);
+                     });
+  qs_.resize(static_cast<size_t>(nb) * 2 * ud);
+  ks_.resize(qs_.size());
   for (int64_t b = 0; b < nb; ++b)
     summary_rows(&raw_[static_cast<size_t>(offset_[shape] + b) * ud],
-                 &hi[static_cast<size_t>(b) * ud], &lo[static_cast<size_t>(b) * ud],
-                 g.sizes[static_cast<size_t>(b)], d, &qs[static_cast<size_t>(b) * 2 * ud],
-                 &ks[static_cast<size_t>(b) * 2 * ud]);
-  return estimate_from_summaries(qs, ks, g.sizes, d);
+                 &hi_[static_cast<size_t>(b) * ud], &lo_[static_cast<size_t>(b) * ud],
+                 g.sizes[static_cast<size_t>(b)], d, &qs_[static_cast<size_t>(b) * 2 * ud],
+                 &ks_[static_cast<size_t>(b) * 2 * ud]);
+  score_.resize(static_cast<size_t>(nb * nb));
+  gemm_abt(qs_.data(), nb, ks_.data(), nb, 2 * d, score_.data());
 }
 
-namespace {
+std::vector<double> SpadeSummaries::estimate(const AttentionCall& call, int64_t head,
+                                             size_t shape) {
+  block_scores(call, head, shape);
+  return softmax_by_size(score_, geo_[shape].sizes, call.head_dim);
+}
 
-// Per query-block row of est [nb, nb]: the top-k key blocks (topk > 0) or the shortest prefix of
-// the descending order whose estimated mass reaches p, plus the first `sink` blocks and the
-// diagonal; keep = bit rows [nb][ceil(nb / 64)].
-void select_blocks(const std::vector<double>& est, int64_t nb, double p, int64_t topk, int64_t sink,
-                   std::vector<uint64_t>& keep) {
-  VIDAX_CHECK(static_cast<int64_t>(est.size()) == nb * nb);
+void SpadeSummaries::select(const AttentionCall& call, int64_t head, size_t shape, double p,
+                            int64_t topk, int64_t sink, std::vector<uint64_t>& keep) {
+  block_scores(call, head, shape);
+  const auto& sizes = geo_[shape].sizes;
+  const auto nb = static_cast<int64_t>(sizes.size());
   const int64_t words = (nb + 63) / 64;
   keep.assign(static_cast<size_t>(nb * words), 0);
-#pragma omp parallel
-  {
-    std::vector<std::pair<double, int32_t>> order(static_cast<size_t>(nb));
-    std::vector<double> values(static_cast<size_t>(nb));
-#pragma omp for schedule(dynamic, 16)
-    for (int64_t qb = 0; qb < nb; ++qb) {
-      const double* row = &est[static_cast<size_t>(qb * nb)];
-      uint64_t* k = &keep[static_cast<size_t>(qb * words)];
-      const auto mark = [k](int64_t kb) { k[kb / 64] |= uint64_t{1} << (kb % 64); };
-      if (topk > 0) {
-        // The k-th largest value by nth_element on plain doubles, then every block above it and,
-        // of the blocks equal to it, the lowest indices: the first k of the descending order
-        // with ties by block index.
-        const int64_t kk = std::min<int64_t>(topk, nb);
-        std::copy(row, row + nb, values.begin());
-        std::nth_element(values.begin(), values.begin() + (kk - 1), values.end(),
-                         std::greater<double>());
-        const double kth = values[static_cast<size_t>(kk - 1)];
-        int64_t taken = 0;
-        for (int64_t kb = 0; kb < nb; ++kb)
-          if (row[kb] > kth) {
-            mark(kb);
-            ++taken;
-          }
-        for (int64_t kb = 0; kb < nb && taken < kk; ++kb)
-          if (row[kb] == kth) {
-            mark(kb);
-            ++taken;
-          }
-      } else {
-        // Descending estimate; equal estimates by block index so the choice is deterministic.
-        for (int64_t kb = 0; kb < nb; ++kb)
-          order[static_cast<size_t>(kb)] = {row[kb], static_cast<int32_t>(kb)};
-        const auto before = [](const std::pair<double, int32_t>& a,
-                               const std::pair<double, int32_t>& b) {
-          return a.first > b.first || (a.first == b.first && a.second < b.second);
-        };
-        // The shortest prefix of the descending order whose mass reaches p, found by
-        // halving with nth_element (linear on average) instead of sorting the whole row.
-        int64_t lo = 0, hi = nb;
-        double kept = 0;
-        while (lo < hi && kept < p) {
-          if (hi - lo <= 32) {
-            std::sort(order.begin() + lo, order.begin() + hi, before);
-            for (int64_t r = lo; r < hi && kept < p; ++r) {
-              mark(order[static_cast<size_t>(r)].second);
-              kept += order[static_cast<size_t>(r)].first;
-            }
-            break;
-          }
-          const int64_t mid = lo + (hi - lo) / 2;
-          std::nth_element(order.begin() + lo, order.begin() + mid, order.begin() + hi, before);
-          double left = 0;
-          for (int64_t r = lo; r < mid; ++r) left += order[static_cast<size_t>(r)].first;
-          if (kept + left >= p) {
-            hi = mid;
-          } else {
-            for (int64_t r = lo; r < mid; ++r) mark(order[static_cast<size_t>(r)].second);
-            kept += left;
-            lo = mid;
-          }
-        }
-      }
-      for (int64_t kb = 0; kb < std::min(sink, nb); ++kb) mark(kb);
-      mark(qb);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(call.head_dim));
+  std::vector<float> key(static_cast<size_t>(nb)), log_size(static_cast<size_t>(nb));
+  std::vector<double> w(topk > 0 ? 0 : static_cast<size_t>(nb));
+  for (int64_t kb = 0; kb < nb; ++kb)
+    log_size[static_cast<size_t>(kb)] =
+        std::log(static_cast<float>(sizes[static_cast<size_t>(kb)]));
+  for (int64_t qb = 0; qb < nb; ++qb) {
+    const float* s = &score_[static_cast<size_t>(qb * nb)];
+    uint64_t* bits = &keep[static_cast<size_t>(qb * words)];
+    if (topk > 0) {
+      // size * exp(scale s - max) orders like scale s + ln(size), which cannot underflow.
+      for (int64_t kb = 0; kb < nb; ++kb)
+        key[static_cast<size_t>(kb)] = s[kb] * scale + log_size[static_cast<size_t>(kb)];
+      select_top_k(key.data(), nb, topk, bits);
+    } else {
+      // The estimate's numerators (the row's softmax without the division, which the share p
+      // does not need), as estimate_from_summaries forms them.
+      float mx = -INFINITY;
+      for (int64_t kb = 0; kb < nb; ++kb) mx = std::max(mx, s[kb] * scale);
+      for (int64_t kb = 0; kb < nb; ++kb) key[static_cast<size_t>(kb)] = s[kb] * scale - mx;
+      exp_f32(key.data(), key.data(), nb);
+      for (int64_t kb = 0; kb < nb; ++kb)
+        w[static_cast<size_t>(kb)] = static_cast<double>(sizes[static_cast<size_t>(kb)]) *
+                                     static_cast<double>(key[static_cast<size_t>(kb)]);
+      select_top_p(w.data(), nb, p, bits);
     }
+    for (int64_t kb = 0; kb < std::min(sink, nb); ++kb) bits[kb / 64] |= uint64_t{1} << (kb % 64);
+    bits[qb / 64] |= uint64_t{1} << (qb % 64);
   }
 }
-
-}  // namespace
 
 SpadePolicy::SpadePolicy(SpadeOptions options) : opt_(std::move(options)) {
   if (opt_.topp_uncond < 0) opt_.topp_uncond = opt_.topp;
@@ -500,8 +494,7 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
   // thread with its own accumulators.
   auto& pool = summaries_for(call.grid);
   std::vector<std::vector<uint64_t>> keeps(static_cast<size_t>(call.heads));
-  std::vector<int64_t> layout_blocks(shapes);  // layouts built before the parallel loop
-  for (size_t s = 0; s < shapes; ++s) layout_blocks[s] = layout_for(call.grid, s).blocks.blocks();
+  for (size_t s = 0; s < shapes; ++s) layout_for(call.grid, s);  // built before the parallel loop
   const double p = topp_for(call);
   if (reshaped_) {
     shape_of_.assign(static_cast<size_t>(call.heads), 0);
@@ -521,10 +514,9 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
       shape_of_[static_cast<size_t>(h)] =
           static_cast<int>(std::max_element(sim.begin(), sim.end()) - sim.begin());
     }
-    // Select right away, while the head's estimate is in cache; keep only the bit rows.
-    const auto est = sums.estimate(call, h, static_cast<size_t>(shape_of_[static_cast<size_t>(h)]));
-    select_blocks(est, layout_blocks[static_cast<size_t>(shape_of_[static_cast<size_t>(h)])], p,
-                  opt_.topk, opt_.sink, keeps[static_cast<size_t>(h)]);
+    // Select row by row while the head's scores are in cache; keep only the bit rows.
+    sums.select(call, h, static_cast<size_t>(shape_of_[static_cast<size_t>(h)]), p, opt_.topk,
+                opt_.sink, keeps[static_cast<size_t>(h)]);
   }
   if (reshaped_) choices_[key] = Choice{call.step, shape_of_};
   for (size_t s = 0; s < shapes; ++s) {

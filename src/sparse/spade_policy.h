@@ -68,6 +68,12 @@ class SpadeSummaries {
   double similarity(size_t shape) const;
   // spade_block_estimate of the head over `shape`'s blocks (last query_sums of this head).
   std::vector<double> estimate(const AttentionCall& call, int64_t head, size_t shape);
+  // The policy's selection from the same estimate, row by row (no [nb, nb] estimate kept): per
+  // query block of `shape`, the top-k key blocks (topk > 0; by score + ln(block size), the
+  // estimate's order) or the shortest prefix of the descending estimate carrying p of the row,
+  // plus the first `sink` blocks and the diagonal. keep = bit rows [nb][ceil(nb / 64)].
+  void select(const AttentionCall& call, int64_t head, size_t shape, double p, int64_t topk,
+              int64_t sink, std::vector<uint64_t>& keep);
 
  private:
   struct Geometry {
@@ -77,18 +83,23 @@ class SpadeSummaries {
   int64_t block_of(size_t shape, int64_t f, int64_t y, int64_t x) const;
   // x / shape.w for every column x of the grid (built on first use).
   const std::vector<int64_t>& column_blocks(size_t shape);
-  // fn(block of `shape`, row of `head` in x) for every token in native order (x is [tokens,
-  // stride] with the head at head * head_dim; head_dim is d_).
+  // fn(block of `shape`, row of `head` in x of the run's first token, count) for every run of a
+  // grid row that lies in one block (shape.w tokens, fewer at the right edge), in native order
+  // (x is [tokens, stride] with the head at head * head_dim; head_dim is d_; the run's rows are
+  // `stride` apart).
   template <class Fn>
-  void for_each_token_block(const float* x, int64_t stride, int64_t head, size_t shape, Fn&& fn);
+  void for_each_token_run(const float* x, int64_t stride, int64_t head, size_t shape, Fn&& fn);
+  // score_ [nb, nb] = [q+ | q-] . [k_max | k_min]^T of `shape`'s blocks, unscaled.
+  void block_scores(const AttentionCall& call, int64_t head, size_t shape);
   TokenGrid grid_;
   std::vector<BlockShape> shapes_;
   std::vector<Geometry> geo_;
   std::vector<int64_t> offset_;  // first block of each shape in the accumulators
   std::array<int64_t, 3> run_{1, 1, 1};
   int64_t d_ = 0;
-  std::vector<float> unit_, raw_;              // [blocks of all shapes, head_dim]
-  std::vector<std::vector<int64_t>> columns_;  // column_blocks() per shape
+  std::vector<float> unit_, raw_;                 // [blocks of all shapes, head_dim]
+  std::vector<float> hi_, lo_, qs_, ks_, score_;  // block_scores() buffers, kept between calls
+  std::vector<std::vector<int64_t>> columns_;     // column_blocks() per shape
 };
 
 class SpadePolicy final : public AttentionPolicy {

@@ -222,7 +222,7 @@ void execute_attention_plan(const AttentionPlan& plan, const AttentionIo& io,
   double err = 0, ref = 0;
   for (int64_t t = 0; t < io.tokens; ++t)
     for (int64_t e = 0; e < row; ++e) {
-      const double r = ws.dense[static_cast<size_t>(t * row + e)];
+      const double r = ws.dense.data()[t * row + e];
       const double x = io.out[t * io.out_stride + e];
       err += (x - r) * (x - r);
       ref += r * r;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/buffer.h"
 #include "core/tensor.h"  // BFloat16
 #include "sparse/attention_policy.h"
 
@@ -56,9 +57,10 @@ struct AttentionDiagnostics {
 };
 
 // Buffers reused from call to call (a denoising loop makes thousands of calls of one shape).
+// Buffer: huge pages for the large gathered copies (core/aligned_memory.h).
 struct AttentionWorkspace {
-  std::vector<float> q, k, v, out, dense;
-  std::vector<BFloat16> q16, k16, v16, qkv16;
+  Buffer<float> q, k, v, out, dense;
+  Buffer<BFloat16> q16, k16, v16, qkv16;
 };
 
 // Throws InputError when the plan does not fit the call (a head missing or in two groups, a

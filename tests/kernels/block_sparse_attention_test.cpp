@@ -151,6 +151,10 @@ TEST(BlockSparseAttention, MatchesMaskedReference) {
       {260, 390, 100, 128, 2, 128, 333, 0.3, 0.3},  // ragged 100..128 with kv_valid padding
       {257, 257, 128, 128, 2, 100, 0, 0.2, 0.6},    // 128 blocks, mostly boundary
       {190, 190, 20, 50, 2, 64, 150, 0.0, 0.0},     // all FULL (except empty rows), padding
+      // FULL 64-token blocks, scattered: the AMX kernel pairs non-adjacent ones into one step;
+      // a 2-token last block and kv_valid padding give short sub-blocks to pair or not
+      {450, 450, 64, 64, 3, 128, 430, 0.7, 0.0},
+      {300, 300, 40, 70, 2, 64, 0, 0.5, 0.0},  // 40..70: full, short and two-sub-block blocks
   };
   uint32_t seed = 10;
   for (const auto& c : cases) {

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/vidax/commands.h"
+#include "core/buffer.h"
 #include "core/convert.h"
 #include "core/error.h"
 #include "kernels/cpu/flash_attention.h"
@@ -71,14 +72,14 @@ void bench_attention(const AttentionBenchArgs& a) {
   const int64_t tokens = call.grid.tokens(), dim = a.heads * a.head_dim;
 
   // [tokens, 3 * dim] = q | k | v, as the DiT's fused projection.
-  std::vector<float> qkv(static_cast<size_t>(tokens * 3 * dim));
+  Buffer<float> qkv(static_cast<size_t>(tokens * 3 * dim));  // huge pages, as the DiT's
 #pragma omp parallel
   {
     std::mt19937 rng(1234u + static_cast<unsigned>(omp_get_thread_num()));
     std::normal_distribution<float> n(0.0f, 1.0f);
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tokens; ++t)
-      for (int64_t e = 0; e < 3 * dim; ++e) qkv[static_cast<size_t>(t * 3 * dim + e)] = n(rng);
+      for (int64_t e = 0; e < 3 * dim; ++e) qkv.data()[t * 3 * dim + e] = n(rng);
   }
   call.q = qkv.data();
   call.k = qkv.data() + dim;

@@ -19,10 +19,12 @@ struct SparseChunk {
   int64_t qb, q0, rows;  // query block, first row, rows (<= the task size)
 };
 
-// One softmax step of a task: `blocks` (1 or 2) consecutive packed sub-blocks from `sub`,
-// holding `valid` keys, at key offset koff within partition key block starting at k0 (nk keys).
+// One softmax step of a task: `blocks` (1 or 2) packed sub-blocks, `sub` then `sub2`, holding
+// `valid` keys, at key offset koff within partition key block starting at k0 (nk keys). sub2 is
+// sub + 1 for the two halves of one key block; the AMX kernel also pairs the full 64-key FULL
+// sub-blocks of two different key blocks (then koff / k0 / nk describe the first).
 struct SparseStep {
-  int64_t sub, blocks, valid, koff, k0, nk;
+  int64_t sub, sub2, blocks, valid, koff, k0, nk;
   bool boundary, first;  // first: first step of its key block (predicate evaluated there)
 };
 
@@ -103,22 +105,19 @@ struct SparseProblem {
       if (end <= k0) break;  // ascending: every later block is padding as well
       for (int64_t off = 0; k0 + off < end; off += keys_per_step) {
         const int64_t valid = std::min(keys_per_step, end - k0 - off);
-        const SparseStep step{sub_begin[static_cast<size_t>(kb)] + off / kBlockK,
-                              fa::ceil_div(valid, kBlockK),
-                              valid,
-                              off,
-                              k0,
-                              nk,
-                              row.boundary[i] != 0,
-                              off == 0};
-        // Two-sub-block steps: a lone full 64-key FULL step of the previous key block and a
-        // one-sub-block FULL step that starts at the next packed sub-block are one contiguous
-        // 128-key step (adjacent small key blocks, e.g. 64-token tiles, then fill the AMX step).
+        const int64_t sub = sub_begin[static_cast<size_t>(kb)] + off / kBlockK;
+        const SparseStep step{sub, sub + 1, fa::ceil_div(valid, kBlockK), valid,   off,
+                              k0,  nk,      row.boundary[i] != 0,         off == 0};
+        // Two-sub-block steps: a lone full 64-key FULL step and the next one-sub-block FULL
+        // step, of any key block, are one 128-key step (the softmax is order-free), so small key
+        // blocks (SPADE's 64-token blocks, scattered by top-k) fill the AMX step. The first must
+        // be full: the second's keys are columns 64.. of the step.
         if (keys_per_step == 2 * kBlockK && !steps.empty()) {
           SparseStep& prev = steps.back();
           if (!prev.boundary && !step.boundary && prev.blocks == 1 && prev.valid == kBlockK &&
-              step.blocks == 1 && prev.sub + 1 == step.sub) {
+              step.blocks == 1) {
             prev.blocks = 2;
+            prev.sub2 = step.sub;
             prev.valid = kBlockK + step.valid;
             continue;
           }
@@ -359,8 +358,8 @@ VIDAX_FA_BF16 void TaskSparseDpBf16(const SparseProblem& sp, const BFloat16* q, 
   FinishRowsSafe(sp, h, ch.q0, rows, st, out);
 }
 
-// TaskAmx over a list of steps of up to kAmxKeys keys (the two sub-blocks of a step always
-// belong to the same key block, so they are consecutive in the packed buffers).
+// TaskAmx over a list of steps of up to kAmxKeys keys (a step's two sub-blocks may lie anywhere
+// in the packed buffers: sub and sub2).
 VIDAX_FA_AMX void TaskSparseAmx(const SparseProblem& sp, const BFloat16* q, float* out, int64_t h,
                                 const SparseChunk& ch, const uint32_t* kp_head,
                                 const uint32_t* vp_head, const Scratch& s, uint8_t* keep,
@@ -381,12 +380,14 @@ VIDAX_FA_AMX void TaskSparseAmx(const SparseProblem& sp, const BFloat16* q, floa
   auto add_scores = [&](AmxWork& work, int64_t grp, int64_t t) {
     const SparseStep& st = steps[static_cast<size_t>(t)];
     work.AddScores(s.q16() + grp * kAmxRows * dq, dq, kp_head + st.sub * g.kpairs * kBlockK,
-                   st.blocks, s.scores(t % 2) + grp * kAmxRows * kAmxKeys);
+                   st.blocks, s.scores(t % 2) + grp * kAmxRows * kAmxKeys,
+                   kp_head + st.sub2 * g.kpairs * kBlockK);
   };
   auto add_pv = [&](AmxWork& work, int64_t grp, int64_t t) {
     const SparseStep& st = steps[static_cast<size_t>(t)];
     work.AddPv(s.p16(t % 2) + grp * kAmxRows * kAmxKeys, vp_head + st.sub * (kBlockK / 2) * dv, dv,
-               fa::ceil_div(st.valid, 32), s.o + grp * kAmxRows * dv);
+               fa::ceil_div(st.valid, 32), s.o + grp * kAmxRows * dv,
+               vp_head + st.sub2 * (kBlockK / 2) * dv);
   };
   const AmxTileConfig config;
   AmxWork work;

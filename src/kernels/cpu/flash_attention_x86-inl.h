@@ -323,19 +323,26 @@ struct alignas(64) AmxTileConfig {
 // steps, so jobs never interleave with each other. Tiles: 0-3 accumulators, 4-7 operands.
 class AmxWork {
  public:
-  // S[32][128] = Q[32][dq] K^T for `blocks` (1 or 2) packed key blocks at kp.
-  void AddScores(const uint16_t* q, int64_t dq, const uint32_t* kp, int64_t blocks, float* s) {
+  // S[32][128] = Q[32][dq] K^T for `blocks` (1 or 2) packed 64-key blocks: the first at kp, the
+  // second at kp2 (nullptr: the block after kp, as the dense kernel packs them). Columns 64..127
+  // of S belong to the second block.
+  void AddScores(const uint16_t* q, int64_t dq, const uint32_t* kp, int64_t blocks, float* s,
+                 const uint32_t* kp2 = nullptr) {
     q_ = q;
     dq_ = dq;
     kp_ = kp;
+    kp2_ = kp2 ? kp2 : kp + (dq / 2) * kBlockK;
     s_ = s;
     qk_end_ = blocks * 2 * (dq / 32);
     qk_next_ = 0;
   }
   // O[32][dv] += P[32][32 * nhalves] V for the V pairs at vp, two 16-channel groups at a time.
-  void AddPv(const uint16_t* p16, const uint32_t* vp, int64_t dv, int64_t nhalves, float* o) {
+  // Keys 64..127 (halves 2 and 3) come from vp2 (nullptr: the packed block after vp's).
+  void AddPv(const uint16_t* p16, const uint32_t* vp, int64_t dv, int64_t nhalves, float* o,
+             const uint32_t* vp2 = nullptr) {
     p16_ = p16;
     vp_ = vp;
+    vp2_ = vp2 ? vp2 : vp + 2 * 16 * dv;
     dv_ = dv;
     nhalves_ = nhalves;
     o_ = o;
@@ -363,7 +370,7 @@ class AmxWork {
     }
     const long q_ld = dq_ * 2, k_ld = kBlockK * 4;  // bytes
     const uint16_t* qs = q_ + 32 * step;
-    const uint32_t* ks = kp_ + (block * (dq_ / 2) + 16 * step) * kBlockK + 32 * half;
+    const uint32_t* ks = (block == 0 ? kp_ : kp2_) + 16 * step * kBlockK + 32 * half;
     _tile_loadd(4, qs, q_ld);
     _tile_loadd(5, qs + 16 * dq_, q_ld);
     _tile_loadd(6, ks, k_ld);
@@ -398,11 +405,12 @@ class AmxWork {
     }
     _tile_loadd(4, p16_ + 32 * half, p_ld);
     _tile_loadd(5, p16_ + 16 * kAmxKeys + 32 * half, p_ld);
-    _tile_loadd(6, vp_ + half * row16 + c0, o_ld);
+    const uint32_t* vh = half < 2 ? vp_ + half * row16 : vp2_ + (half - 2) * row16;
+    _tile_loadd(6, vh + c0, o_ld);
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 5, 6);
     if (pair) {
-      _tile_loadd(7, vp_ + half * row16 + c0 + 16, o_ld);
+      _tile_loadd(7, vh + c0 + 16, o_ld);
       _tile_dpbf16ps(2, 4, 7);
       _tile_dpbf16ps(3, 5, 7);
     }
@@ -419,10 +427,12 @@ class AmxWork {
   const uint16_t* q_ = nullptr;
   int64_t dq_ = 0;
   const uint32_t* kp_ = nullptr;
+  const uint32_t* kp2_ = nullptr;
   float* s_ = nullptr;
   int64_t qk_next_ = 0, qk_end_ = 0;
   const uint16_t* p16_ = nullptr;
   const uint32_t* vp_ = nullptr;
+  const uint32_t* vp2_ = nullptr;
   int64_t dv_ = 0, nhalves_ = 0;
   float* o_ = nullptr;
   int64_t pv_next_ = 0, pv_end_ = 0;
