@@ -63,6 +63,7 @@ CONFIG = {
     "dit_obj_weight": 9.0,      # object voxels weigh 1 + this in the flow-matching loss
     "dit_frame_balance": 0,     # latent frame f weighs 1 / std_f^2 (train.py phase_dit)
     "train_shift": 3.0,         # sigma = shift u / (1 + (shift - 1) u), u ~ U(0, 1)
+    "dit_train_t5": 0,          # 1: the umT5 encoder trains with the DiT (train.py phase_dit)
     "cfg_drop": 0.1,            # share of captions replaced by the empty prompt ""
     "threads": 1,  # 2 OpenMP threads on this shared 2-core machine were 30x slower
 }
@@ -132,6 +133,19 @@ def make_t5(vocab):
                    c["num_buckets"])
     t5.init_fixed_random(torch.Generator().manual_seed(CONFIG["seed"] + 1))
     return t5.eval()
+
+
+def encode_texts_train(t5, ids_list):
+    """encode_texts with gradients, one padded batch: [L_i, dim] per text. The key mask keeps
+    padding out of every valid row, so each row equals the text's unpadded encoding."""
+    lmax = max(len(ids) for ids in ids_list)
+    ids_t = torch.zeros(len(ids_list), lmax, dtype=torch.int64)
+    mask = torch.zeros_like(ids_t)
+    for i, ids in enumerate(ids_list):
+        ids_t[i, :len(ids)] = torch.tensor(ids)
+        mask[i, :len(ids)] = 1
+    out = t5(ids_t, mask).float()
+    return [out[i, :len(ids)] for i, ids in enumerate(ids_list)]
 
 
 @torch.no_grad()

@@ -29,9 +29,11 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import CONFIG, encode_texts, make_t5, tokenize, write_safetensors  # noqa: E402
+from common import (CONFIG, encode_texts, encode_texts_train, make_t5, tokenize,  # noqa: E402
+                    write_safetensors)
 from dataset import SynthDataset  # noqa: E402
 from models import WanDiT, WanVAE, fold_latent_stats, init_vae_for_training, rope_table  # noqa: E402
 
@@ -315,10 +317,18 @@ def phase_dit(args):
     z = (lat["mu"] - lat["mean"].view(1, -1, 1, 1, 1)) / lat["std"].view(1, -1, 1, 1, 1)
     spm = os.path.join(args.work, "spiece.model")
     t5 = make_t5(vocab_size(args.work))
-    ctx = encode_texts(t5, tokenize(spm, lat["captions"]))
-    (ctx_null,) = encode_texts(t5, tokenize(spm, [""]))
+    ids = tokenize(spm, lat["captions"])
+    (ids_null,) = tokenize(spm, [""])
+    ctx = encode_texts(t5, ids)
+    (ctx_null,) = encode_texts(t5, [ids_null])
     torch.manual_seed(C["seed"] + 3)
     dit = WanDiT(**C["dit"])
+    # dit_train_t5: the encoder learns with the DiT (from its fixed random init). The frozen
+    # random T5 let the DiT see which colours a caption names but not which one is the
+    # background's (docs/vidax-tiny.md); a trained encoder can put the role into each token.
+    train_t5 = bool(C["dit_train_t5"])
+    if train_t5:
+        t5.train()
     # Object tokens weigh 1 + dit_obj_weight in the loss: they are ~6% of the latent voxels, and
     # with a flat loss the DiT learnt the backgrounds and drew unasked-for blobs
     # (docs/vidax-tiny.md).
@@ -350,7 +360,11 @@ def phase_dit(args):
         noise = torch.randn(x0.shape, generator=gen)
         s = sigma.view(-1, 1, 1, 1, 1)
         xt = (1 - s) * x0 + s * noise
-        contexts = [ctx_null if drop[j] else ctx[int(idx[j])] for j in range(bsz)]
+        if train_t5:
+            batch_ids = [ids_null if drop[j] else ids[int(idx[j])] for j in range(bsz)]
+            contexts = encode_texts_train(t5, batch_ids)
+        else:
+            contexts = [ctx_null if drop[j] else ctx[int(idx[j])] for j in range(bsz)]
         c, bias = dit.compact_context(contexts)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             pred = dit(xt, sigma * 1000, c, rope, bias)
@@ -358,9 +372,15 @@ def phase_dit(args):
         err = (pred.float() - (noise - x0)) ** 2
         return (err * wt).mean() / wt.mean()
 
-    tr = Trainer("dit", args.work, dit, C["dit_lr"])
+    # One optimiser over both when the encoder trains (a ModuleDict keeps the checkpoint's
+    # parameter order fixed).
+    model = nn.ModuleDict({"dit": dit, "t5": t5}) if train_t5 else dit
+    tr = Trainer("dit", args.work, model, C["dit_lr"])
     tr.run(C["dit_steps"], lambda k: lr_at(k, C["dit_steps"], C["dit_lr"], C["dit_warmup"]), step)
-    save_atomic({"model": dit.state_dict(), "seconds": tr.seconds}, out)
+    result = {"model": dit.state_dict(), "seconds": tr.seconds}
+    if train_t5:
+        result["t5"] = t5.state_dict()
+    save_atomic(result, out)
     log(f"dit: done in {tr.seconds:.0f} s")
 
 
@@ -369,6 +389,9 @@ def phase_export(args):
     os.makedirs(os.path.join(out, "google", "umt5-xxl"), exist_ok=True)
     shutil.copyfile(os.path.join(w, "spiece.model"), os.path.join(out, "google", "umt5-xxl", "spiece.model"))
     t5 = make_t5(vocab_size(w))
+    dit_state = torch.load(os.path.join(w, "dit.pt"))
+    if "t5" in dit_state:  # trained with the DiT (dit_train_t5)
+        t5.load_state_dict(dit_state["t5"])
     torch.save({k: v.to(torch.bfloat16) for k, v in t5.state_dict().items()},
                os.path.join(out, "models_t5_umt5-xxl-enc-bf16.pth"))
     vae = WanVAE(**C["vae"])
@@ -377,7 +400,7 @@ def phase_export(args):
     fold_latent_stats(vae, lat["mean"].tolist(), lat["std"].tolist())
     torch.save({k: v.float() for k, v in vae.state_dict().items()}, os.path.join(out, "Wan2.1_VAE.pth"))
     dit = WanDiT(**C["dit"])
-    dit.load_state_dict(torch.load(os.path.join(w, "dit.pt"))["model"])
+    dit.load_state_dict(dit_state["model"])
     write_safetensors(os.path.join(out, "diffusion_pytorch_model.safetensors"),
                       {k: v.float() for k, v in dit.state_dict().items()})
     # vidax_model: lets `vidax eval --model DIR` pick vidax-tiny's settings for a copy of the
