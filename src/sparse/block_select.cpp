@@ -22,11 +22,9 @@ namespace {
 
 void mark(uint64_t* bits, int64_t i) { bits[i / 64] |= uint64_t{1} << (i % 64); }
 
-// Order-preserving keys of floats (NaN sorts below everything, -0 ties with +0), branch-free so
-// that it vectorises.
-__attribute__((target_clones("avx512f", "default"))) void float_keys(const float* x, int64_t n,
-                                                                     uint32_t* key, uint32_t* lo,
-                                                                     uint32_t* hi) {
+// Order-preserving keys of floats (NaN sorts below everything, -0 ties with +0); the portable
+// form of float_keys_avx512.
+void float_keys(const float* x, int64_t n, uint32_t* key, uint32_t* lo, uint32_t* hi) {
   uint32_t mn = ~0u, mx = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i] + 0.0f;  // -0 + 0 = +0
@@ -64,8 +62,8 @@ int64_t count_at_least_scalar(const uint32_t* key, int64_t n, uint32_t t) {
   return c;
 }
 
-// The AVX-512 forms of the two hot u32 loops (the compiler's vectorisation of the plain loops
-// above and of mark_above was measured no faster than scalar); chosen at run time.
+// AVX-512 forms of the hot loops (keys, counts, bucket, marking), chosen at run time; in `perf`
+// the plain loops' compiled forms cost several times more (docs/sparse-attention.md).
 #define VIDAX_SELECT_AVX512 __attribute__((target("avx512f,popcnt")))
 
 VIDAX_SELECT_AVX512 int64_t count_at_least_avx512(const uint32_t* key, int64_t n, uint32_t t) {

@@ -99,6 +99,18 @@ namespace {
 // [k_max | k_min] of the key blocks, both [nb, 2d]; sizes = tokens per block.
 // Rows of est [nb, nb]: softmax over kb of score / sqrt(d), each term weighted by the key
 // block's token count.
+// One row's estimate numerators: w[kb] = size[kb] * exp(scale * s[kb] - max) (e: scratch [nb]).
+void size_weighted_exp_row(const float* s, const std::vector<int64_t>& sizes, float scale, float* e,
+                           double* w) {
+  const auto nb = static_cast<int64_t>(sizes.size());
+  float mx = -INFINITY;
+  for (int64_t kb = 0; kb < nb; ++kb) mx = std::max(mx, s[kb] * scale);
+  for (int64_t kb = 0; kb < nb; ++kb) e[kb] = s[kb] * scale - mx;
+  exp_f32(e, e, nb);
+  for (int64_t kb = 0; kb < nb; ++kb)
+    w[kb] = static_cast<double>(sizes[static_cast<size_t>(kb)]) * static_cast<double>(e[kb]);
+}
+
 std::vector<double> softmax_by_size(const std::vector<float>& score,
                                     const std::vector<int64_t>& sizes, int64_t d) {
   const auto nb = static_cast<int64_t>(sizes.size());
@@ -109,17 +121,10 @@ std::vector<double> softmax_by_size(const std::vector<float>& score,
     std::vector<float> e(static_cast<size_t>(nb));
 #pragma omp for schedule(static)
     for (int64_t qb = 0; qb < nb; ++qb) {
-      const float* s = &score[static_cast<size_t>(qb * nb)];
       double* row = &est[static_cast<size_t>(qb * nb)];
-      float mx = -INFINITY;
-      for (int64_t kb = 0; kb < nb; ++kb) mx = std::max(mx, s[kb] * scale);
-      for (int64_t kb = 0; kb < nb; ++kb) e[static_cast<size_t>(kb)] = s[kb] * scale - mx;
-      exp_f32(e.data(), e.data(), nb);
+      size_weighted_exp_row(&score[static_cast<size_t>(qb * nb)], sizes, scale, e.data(), row);
       double z = 0;
-      for (int64_t kb = 0; kb < nb; ++kb) {
-        row[kb] = static_cast<double>(sizes[static_cast<size_t>(kb)]) * e[static_cast<size_t>(kb)];
-        z += row[kb];
-      }
+      for (int64_t kb = 0; kb < nb; ++kb) z += row[kb];
       for (int64_t kb = 0; kb < nb; ++kb) row[kb] /= z;
     }
   }
@@ -412,15 +417,8 @@ void SpadeSummaries::select(const AttentionCall& call, int64_t head, size_t shap
         key[static_cast<size_t>(kb)] = s[kb] * scale + log_size[static_cast<size_t>(kb)];
       select_top_k(key.data(), nb, topk, bits);
     } else {
-      // The estimate's numerators (the row's softmax without the division, which the share p
-      // does not need), as estimate_from_summaries forms them.
-      float mx = -INFINITY;
-      for (int64_t kb = 0; kb < nb; ++kb) mx = std::max(mx, s[kb] * scale);
-      for (int64_t kb = 0; kb < nb; ++kb) key[static_cast<size_t>(kb)] = s[kb] * scale - mx;
-      exp_f32(key.data(), key.data(), nb);
-      for (int64_t kb = 0; kb < nb; ++kb)
-        w[static_cast<size_t>(kb)] = static_cast<double>(sizes[static_cast<size_t>(kb)]) *
-                                     static_cast<double>(key[static_cast<size_t>(kb)]);
+      // The estimate's numerators (the share p does not need the division).
+      size_weighted_exp_row(s, sizes, scale, key.data(), w.data());
       select_top_p(w.data(), nb, p, bits);
     }
     for (int64_t kb = 0; kb < std::min(sink, nb); ++kb) bits[kb / 64] |= uint64_t{1} << (kb % 64);
