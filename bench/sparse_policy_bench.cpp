@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/convert.h"
 #include "core/tensor.h"
 #include "kernels/cpu/flash_attention.h"
 #include "sparse/spade_policy.h"
@@ -19,8 +20,10 @@
 namespace vidax::sparse {
 namespace {
 
+// q/k and their bf16 copies, as the DiT passes them in bf16 mode (its default).
 struct Inputs {
   Buffer<float> q, k;  // huge pages, as the DiT's activations
+  Buffer<BFloat16> q16, k16;
   AttentionCall call;
   explicit Inputs(TokenGrid g) {
     const auto n = static_cast<size_t>(g.tokens() * 12 * 128);
@@ -30,12 +33,18 @@ struct Inputs {
     std::normal_distribution<float> nd;
     for (size_t i = 0; i < n; ++i) q.data()[i] = nd(rng);
     for (size_t i = 0; i < n; ++i) k.data()[i] = nd(rng);
+    q16.resize(n);
+    k16.resize(n);
+    convert_floats(q.data(), DType::kF32, q16.data(), DType::kBF16, n);
+    convert_floats(k.data(), DType::kF32, k16.data(), DType::kBF16, n);
     call.grid = g;
     call.heads = 12;
     call.head_dim = 128;
     call.stride = 12 * 128;
     call.q = q.data();
     call.k = k.data();
+    call.q16 = q16.data();
+    call.k16 = k16.data();
     call.layers = 30;
     call.layer = 10;
     call.steps = 50;

@@ -10,7 +10,7 @@
 # raw JSON lines go to $OUT/sweep.jsonl.
 #
 # usage: bench/sweep_attention.sh [--vidax build/release/vidax] [--out DIR] [--sizes "8190 32760"]
-#                                 [--repeat8 2] [--repeat32 1] [--threads 1]
+#                                 [--repeat8 2] [--repeat32 2] [--threads 1]
 # About 5 min of CPU on a 2-core Sapphire Rapids VM (one thread); the 32,760-token dense layer
 # alone is ~20 s of CPU per run.
 set -euo pipefail
@@ -19,7 +19,7 @@ VIDAX=build/release/vidax
 OUT=$(mktemp -d /tmp/vidax-sweep.XXXXXX)
 SIZES="8190 32760"
 REPEAT8=2
-REPEAT32=1
+REPEAT32=2
 THREADS=1
 while [[ $# -gt 0 ]]; do
   case "$1" in

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor.h"  // BFloat16
 #include "kernels/cpu/block_mask.h"
 #include "sparse/token_layout.h"
 
@@ -34,6 +35,10 @@ struct AttentionCall {
   const float* q = nullptr;
   const float* k = nullptr;
   int64_t stride = 0;
+  // Optional bf16 copies of q and k, same layout and stride: the values the bf16 kernels see.
+  // Estimators that scan every token may read these instead (half the bytes); null in fp32.
+  const BFloat16* q16 = nullptr;
+  const BFloat16* k16 = nullptr;
 };
 
 struct HeadGroup {

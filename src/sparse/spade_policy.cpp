@@ -3,10 +3,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <numeric>
 #include <sstream>
+#include <type_traits>
 
 #include "core/error.h"
 #include "kernels/cpu/elementwise.h"
@@ -38,16 +40,24 @@ SpadeOptions parse_spade_options(std::string_view options) {
 
 namespace {
 
+// The estimators read f32 q/k or the bf16 copies the bf16 kernels see (AttentionCall::q16);
+// a bf16 value widens to f32 exactly (a shift), so both go through the same f32 arithmetic.
+[[gnu::always_inline]] inline float to_f32(float x) { return x; }
+[[gnu::always_inline]] inline float to_f32(BFloat16 x) {
+  return std::bit_cast<float>(static_cast<uint32_t>(x.bits) << 16);
+}
+
 // 1 / |q| over d channels (0 for a zero row). Always inlined, so each target clone of its
 // callers gets its own vectorized copy; 16 independent partial sums so the loop vectorizes.
-[[gnu::always_inline]] inline float inverse_l2_norm(const float* q, int64_t d) {
+template <class T>
+[[gnu::always_inline]] inline float inverse_l2_norm(const T* q, int64_t d) {
   float lanes[16] = {};
   int64_t c = 0;
   for (; c + 16 <= d; c += 16)
-    for (int l = 0; l < 16; ++l) lanes[l] += q[c + l] * q[c + l];
+    for (int l = 0; l < 16; ++l) lanes[l] += to_f32(q[c + l]) * to_f32(q[c + l]);
   float norm = 0;
   for (const float v : lanes) norm += v;
-  for (; c < d; ++c) norm += q[c] * q[c];
+  for (; c < d; ++c) norm += to_f32(q[c]) * to_f32(q[c]);
   return norm > 0 ? 1.0f / std::sqrt(norm) : 0.0f;
 }
 
@@ -225,34 +235,72 @@ namespace {
 constexpr int64_t kAhead = 16;  // tokens prefetched ahead in the strided passes
 
 // The hot loops of the summaries, compiled for AVX-512 and for the baseline and chosen at load
-// time (the loops are plain; the compiler vectorizes each clone for its target).
-__attribute__((target_clones("avx512f", "default"))) void add_rows(float* acc, const float* v,
-                                                                   int64_t d) {
-  for (int64_t c = 0; c < d; ++c) acc[c] += v[c];
+// time (the loops are plain; the compiler vectorizes each clone for its target), for f32 and
+// bf16 rows (distinct names: one target_clones function per input type).
+template <class T>
+[[gnu::always_inline]] inline void add_rows_impl(float* acc, const T* v, int64_t d) {
+  for (int64_t c = 0; c < d; ++c) acc[c] += to_f32(v[c]);
 }
-__attribute__((target_clones("avx512f", "default"))) void add_unit_and_raw(const float* q,
-                                                                           int64_t d, float* unit,
-                                                                           float* raw) {
+template <class T>
+[[gnu::always_inline]] inline void add_unit_and_raw_impl(const T* q, int64_t d, float* unit,
+                                                         float* raw) {
   const float inv = inverse_l2_norm(q, d);
   for (int64_t i = 0; i < d; ++i) {
-    unit[i] += q[i] * inv;
-    raw[i] += q[i];
+    unit[i] += to_f32(q[i]) * inv;
+    raw[i] += to_f32(q[i]);
   }
 }
-__attribute__((target_clones("avx512f", "default"))) void max_min_rows(float* hi, float* lo,
-                                                                       const float* v, int64_t d) {
+template <class T>
+[[gnu::always_inline]] inline void max_min_rows_impl(float* hi, float* lo, const T* v, int64_t d) {
   for (int64_t c = 0; c < d; ++c) {
-    hi[c] = std::max(hi[c], v[c]);
-    lo[c] = std::min(lo[c], v[c]);
+    hi[c] = std::max(hi[c], to_f32(v[c]));
+    lo[c] = std::min(lo[c], to_f32(v[c]));
   }
+}
+#define VIDAX_SPADE_CLONES __attribute__((target_clones("avx512f", "default")))
+VIDAX_SPADE_CLONES void add_rows_f32(float* acc, const float* v, int64_t d) {
+  add_rows_impl(acc, v, d);
+}
+VIDAX_SPADE_CLONES void add_rows_bf16(float* acc, const BFloat16* v, int64_t d) {
+  add_rows_impl(acc, v, d);
+}
+VIDAX_SPADE_CLONES void add_unit_and_raw_f32(const float* q, int64_t d, float* unit, float* raw) {
+  add_unit_and_raw_impl(q, d, unit, raw);
+}
+VIDAX_SPADE_CLONES void add_unit_and_raw_bf16(const BFloat16* q, int64_t d, float* unit,
+                                              float* raw) {
+  add_unit_and_raw_impl(q, d, unit, raw);
+}
+VIDAX_SPADE_CLONES void max_min_rows_f32(float* hi, float* lo, const float* v, int64_t d) {
+  max_min_rows_impl(hi, lo, v, d);
+}
+VIDAX_SPADE_CLONES void max_min_rows_bf16(float* hi, float* lo, const BFloat16* v, int64_t d) {
+  max_min_rows_impl(hi, lo, v, d);
+}
+#undef VIDAX_SPADE_CLONES
+void add_rows(float* acc, const float* v, int64_t d) { add_rows_f32(acc, v, d); }
+void add_rows(float* acc, const BFloat16* v, int64_t d) { add_rows_bf16(acc, v, d); }
+void add_unit_and_raw(const float* q, int64_t d, float* unit, float* raw) {
+  add_unit_and_raw_f32(q, d, unit, raw);
+}
+void add_unit_and_raw(const BFloat16* q, int64_t d, float* unit, float* raw) {
+  add_unit_and_raw_bf16(q, d, unit, raw);
+}
+void max_min_rows(float* hi, float* lo, const float* v, int64_t d) {
+  max_min_rows_f32(hi, lo, v, d);
+}
+void max_min_rows(float* hi, float* lo, const BFloat16* v, int64_t d) {
+  max_min_rows_bf16(hi, lo, v, d);
 }
 
 // A block's run of `count` consecutive tokens (rows `stride` apart): acc += their sum, or hi / lo
 // = the per-channel max / min with them.
-void add_run(float* acc, const float* v, int64_t stride, int64_t count, int64_t d) {
+template <class T>
+void add_run(float* acc, const T* v, int64_t stride, int64_t count, int64_t d) {
   for (int64_t r = 0; r < count; ++r) add_rows(acc, v + r * stride, d);
 }
-void max_min_run(float* hi, float* lo, const float* v, int64_t stride, int64_t count, int64_t d) {
+template <class T>
+void max_min_run(float* hi, float* lo, const T* v, int64_t stride, int64_t count, int64_t d) {
   for (int64_t r = 0; r < count; ++r) max_min_rows(hi, lo, v + r * stride, d);
 }
 
@@ -266,8 +314,8 @@ const std::vector<int64_t>& SpadeSummaries::column_blocks(size_t shape) {
   return c;
 }
 
-template <class Fn>
-void SpadeSummaries::for_each_token_run(const float* x, int64_t stride, int64_t head, size_t shape,
+template <class T, class Fn>
+void SpadeSummaries::for_each_token_run(const T* x, int64_t stride, int64_t head, size_t shape,
                                         Fn&& fn) {
   const int64_t d = d_, H = grid_.height, W = grid_.width, bw = shapes_[shape].w;
   const std::vector<int64_t>& column = column_blocks(shape);
@@ -279,7 +327,8 @@ void SpadeSummaries::for_each_token_run(const float* x, int64_t stride, int64_t 
         // The rows of one head are short pieces of a wide buffer: fetch a few tokens ahead.
         for (int64_t a = t + kAhead; a < std::min(t + kAhead + count, grid_.tokens()); ++a) {
           const char* ahead = reinterpret_cast<const char*>(x + a * stride + head * d);
-          for (int64_t b = 0; b < d * 4; b += 64) __builtin_prefetch(ahead + b);
+          for (int64_t b = 0; b < d * static_cast<int64_t>(sizeof(T)); b += 64)
+            __builtin_prefetch(ahead + b);
         }
         fn(row + column[static_cast<size_t>(c)], x + t * stride + head * d, count);
       }
@@ -300,10 +349,15 @@ void SpadeSummaries::query_sums(const AttentionCall& call, int64_t head, bool un
     // One shape's raw sums, token by token into its block (the other shapes' rows are stale).
     const auto s = static_cast<size_t>(only_shape);
     std::fill(raw_.begin() + offset_[s] * d, raw_.begin() + offset_[s + 1] * d, 0.0f);
-    for_each_token_run(
-        call.q, call.stride, head, s, [&](int64_t block, const float* q, int64_t count) {
-          add_run(&raw_[static_cast<size_t>(offset_[s] + block) * ud], q, call.stride, count, d);
-        });
+    auto sum_runs = [&](const auto* x) {
+      for_each_token_run(x, call.stride, head, s, [&](int64_t block, const auto* q, int64_t count) {
+        add_run(&raw_[static_cast<size_t>(offset_[s] + block) * ud], q, call.stride, count, d);
+      });
+    };
+    if (call.q16)
+      sum_runs(call.q16);
+    else
+      sum_runs(call.q);
     return;
   }
   std::fill(raw_.begin(), raw_.end(), 0.0f);
@@ -313,35 +367,43 @@ void SpadeSummaries::query_sums(const AttentionCall& call, int64_t head, bool un
   // sums go to each shape's accumulator once.
   for (size_t s = 0; s < shapes_.size(); ++s) column_blocks(s);
   std::vector<int64_t> row_base(shapes_.size());  // per shape: first block of grid row (f, y)
-  for (int64_t f = 0; f < grid_.frames; ++f)
-    for (int64_t y = 0; y < H; ++y) {
-      for (size_t s = 0; s < shapes_.size(); ++s) row_base[s] = offset_[s] + block_of(s, f, y, 0);
-      for (int64_t x0 = 0; x0 < W; x0 += run_[2]) {
-        const int64_t x1 = std::min(W, x0 + run_[2]);
-        std::fill(ru.begin(), ru.end(), 0.0f);
-        std::fill(rr.begin(), rr.end(), 0.0f);
-        for (int64_t x = x0; x < x1; ++x) {
-          const int64_t t = (f * H + y) * W + x;
-          // The rows of one head are short pieces of a wide buffer: fetch a few tokens ahead.
-          if (t + kAhead < grid_.tokens()) {
-            const char* ahead =
-                reinterpret_cast<const char*>(call.q + (t + kAhead) * call.stride + head * d);
-            for (int64_t b = 0; b < d * 4; b += 64) __builtin_prefetch(ahead + b);
+  auto pass = [&](const auto* qs) {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(qs)>>;
+    for (int64_t f = 0; f < grid_.frames; ++f)
+      for (int64_t y = 0; y < H; ++y) {
+        for (size_t s = 0; s < shapes_.size(); ++s) row_base[s] = offset_[s] + block_of(s, f, y, 0);
+        for (int64_t x0 = 0; x0 < W; x0 += run_[2]) {
+          const int64_t x1 = std::min(W, x0 + run_[2]);
+          std::fill(ru.begin(), ru.end(), 0.0f);
+          std::fill(rr.begin(), rr.end(), 0.0f);
+          for (int64_t x = x0; x < x1; ++x) {
+            const int64_t t = (f * H + y) * W + x;
+            // The rows of one head are short pieces of a wide buffer: fetch a few tokens ahead.
+            if (t + kAhead < grid_.tokens()) {
+              const char* ahead =
+                  reinterpret_cast<const char*>(qs + (t + kAhead) * call.stride + head * d);
+              for (int64_t b = 0; b < d * static_cast<int64_t>(sizeof(T)); b += 64)
+                __builtin_prefetch(ahead + b);
+            }
+            const T* q = qs + t * call.stride + head * d;
+            if (unit)
+              add_unit_and_raw(q, d, ru.data(), rr.data());
+            else
+              add_rows(rr.data(), q, d);
           }
-          const float* q = call.q + t * call.stride + head * d;
-          if (unit)
-            add_unit_and_raw(q, d, ru.data(), rr.data());
-          else
-            add_rows(rr.data(), q, d);
-        }
-        for (size_t s = 0; s < shapes_.size(); ++s) {
-          const auto at =
-              static_cast<size_t>(row_base[s] + columns_[s][static_cast<size_t>(x0)]) * ud;
-          add_rows(&raw_[at], rr.data(), d);
-          if (unit) add_rows(&unit_[at], ru.data(), d);
+          for (size_t s = 0; s < shapes_.size(); ++s) {
+            const auto at =
+                static_cast<size_t>(row_base[s] + columns_[s][static_cast<size_t>(x0)]) * ud;
+            add_rows(&raw_[at], rr.data(), d);
+            if (unit) add_rows(&unit_[at], ru.data(), d);
+          }
         }
       }
-    }
+  };
+  if (call.q16)
+    pass(call.q16);
+  else
+    pass(call.q);
 }
 
 double SpadeSummaries::similarity(size_t shape) const {
@@ -373,11 +435,17 @@ void SpadeSummaries::block_scores(const AttentionCall& call, int64_t head, size_
   lo_.assign(hi_.size(), INFINITY);
   // Keys in native order, straight into their block's max / min rows (the rows of one block
   // row of the grid stay in L1: at most width / shape.w blocks of 2 x head_dim floats).
-  for_each_token_run(call.k, call.stride, head, shape,
-                     [&](int64_t block, const float* k, int64_t count) {
-                       max_min_run(&hi_[static_cast<size_t>(block) * ud],
-                                   &lo_[static_cast<size_t>(block) * ud], k, call.stride, count, d);
-                     });
+  auto max_min_runs = [&](const auto* x) {
+    for_each_token_run(
+        x, call.stride, head, shape, [&](int64_t block, const auto* k, int64_t count) {
+          max_min_run(&hi_[static_cast<size_t>(block) * ud], &lo_[static_cast<size_t>(block) * ud],
+                      k, call.stride, count, d);
+        });
+  };
+  if (call.k16)
+    max_min_runs(call.k16);
+  else
+    max_min_runs(call.k);
   qs_.resize(static_cast<size_t>(nb) * 2 * ud);
   ks_.resize(qs_.size());
   for (int64_t b = 0; b < nb; ++b)

@@ -85,10 +85,10 @@ class SpadeSummaries {
   const std::vector<int64_t>& column_blocks(size_t shape);
   // fn(block of `shape`, row of `head` in x of the run's first token, count) for every run of a
   // grid row that lies in one block (shape.w tokens, fewer at the right edge), in native order
-  // (x is [tokens, stride] with the head at head * head_dim; head_dim is d_; the run's rows are
-  // `stride` apart).
-  template <class Fn>
-  void for_each_token_run(const float* x, int64_t stride, int64_t head, size_t shape, Fn&& fn);
+  // (x is [tokens, stride] f32 or bf16 with the head at head * head_dim; head_dim is d_; the
+  // run's rows are `stride` apart).
+  template <class T, class Fn>
+  void for_each_token_run(const T* x, int64_t stride, int64_t head, size_t shape, Fn&& fn);
   // score_ [nb, nb] = [q+ | q-] . [k_max | k_min]^T of `shape`'s blocks, unscaled.
   void block_scores(const AttentionCall& call, int64_t head, size_t shape);
   TokenGrid grid_;

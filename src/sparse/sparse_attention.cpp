@@ -83,21 +83,28 @@ void sparse_group(const HeadGroup& g, const AttentionIo& io, AttentionWorkspace&
   o.rows = g.layout.identity() ? nullptr : g.layout.perm.data();
   o.heads = g.heads.data();
   o.dest_heads = io.heads;
-  // Gather q/k/v of the group's heads in layout order into f32 or bf16 buffers, then run.
-  auto run = [&](auto& q, auto& k, auto& v) {
+  // Gather q/k/v of the group's heads in layout order into f32 or bf16 buffers (from the
+  // caller's bf16 copies when given: half the bytes read), then run.
+  auto run = [&](const auto& src, auto& q, auto& k, auto& v) {
     q.resize(n);
     k.resize(n);
     v.resize(n);
-    gather_token_heads(rows[0], g.layout.perm, g.heads, q.data());
-    gather_token_heads(rows[1], g.layout.perm, g.heads, k.data());
-    gather_token_heads(rows[2], g.layout.perm, g.heads, v.data());
+    gather_token_heads(src[0], g.layout.perm, g.heads, q.data());
+    gather_token_heads(src[1], g.layout.perm, g.heads, k.data());
+    gather_token_heads(src[2], g.layout.perm, g.heads, v.data());
     block_sparse_attention(q.data(), k.data(), v.data(), io.out, g.layout.blocks, g.layout.blocks,
                            g.mask, g.predicate, d, o);
   };
-  if (io.bf16)
-    run(ws.q16, ws.k16, ws.v16);
-  else
-    run(ws.q, ws.k, ws.v);
+  if (io.bf16 && io.q16 && io.k16 && io.v16) {
+    const StridedRowsBf16 rows16[] = {{io.q16, io.tokens, io.heads, hd, io.stride},
+                                      {io.k16, io.tokens, io.heads, hd, io.stride},
+                                      {io.v16, io.tokens, io.heads, hd, io.stride}};
+    run(rows16, ws.q16, ws.k16, ws.v16);
+  } else if (io.bf16) {
+    run(rows, ws.q16, ws.k16, ws.v16);
+  } else {
+    run(rows, ws.q, ws.k, ws.v);
+  }
 }
 
 // Softmax mass on the kept keys of `samples` query rows of every head, exact in double.

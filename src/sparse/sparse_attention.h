@@ -25,8 +25,9 @@ namespace vidax::sparse {
 // The self-attention call's tensors: q, k, v post-RoPE f32 [tokens, heads, head_dim] with row
 // stride `stride` (views into the fused qkv buffer), out [tokens, heads * head_dim] with row
 // stride out_stride. With bf16 the kernels read bf16-rounded inputs (like the dense bf16 path);
-// q16/k16/v16, when given, are those bf16 copies with the same stride (the dense groups use them;
-// without them the runner converts what the dense groups need).
+// q16/k16/v16, when given, are those bf16 copies with the same stride (dense and sparse groups
+// read them; without them the runner converts what the dense groups need and the sparse groups
+// convert while gathering).
 struct AttentionIo {
   const float* q = nullptr;
   const float* k = nullptr;

@@ -48,6 +48,12 @@ TEST(TokenPermute, GatherMatchesIndexArithmeticAndScatterInverts) {
     gather_token_heads(rows, perm, c.group, g.data());
     std::vector<BFloat16> g16(g.size());
     gather_token_heads(rows, perm, c.group, g16.data());
+    // From a bf16 copy of the source: the same bf16 rows.
+    std::vector<BFloat16> src16(src.size()), from16(g.size());
+    convert_floats_reference(src.data(), DType::kF32, src16.data(), DType::kBF16, src.size());
+    gather_token_heads(StridedRowsBf16{src16.data(), c.tokens, c.heads, hd, stride}, perm, c.group,
+                       from16.data());
+    for (size_t e = 0; e < g16.size(); ++e) ASSERT_EQ(from16[e].bits, g16[e].bits) << e;
     for (int64_t i = 0; i < c.tokens; ++i)
       for (int64_t j = 0; j < gh; ++j)
         for (int64_t e = 0; e < hd; ++e) {

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 
+#include "core/convert.h"
 #include "core/error.h"
 #include "sparse/policies.h"
 #include "sparse/policy_test_util.h"
@@ -119,6 +120,58 @@ TEST(SpadePolicy, MaskMatchesScalarRuleOnRaggedGrids) {
                   << "grid " << g.frames << "x" << g.height << "x" << g.width << " shape "
                   << shape.str() << " head " << h << " tile " << qb << "," << kb;
         }
+      }
+    }
+  }
+}
+
+// The bf16 copies (AttentionCall::q16 / k16, what the DiT passes in bf16 mode) give the plan of
+// the f32 values they hold: q/k rounded to bf16 first, then planned once from f32 and once from
+// bf16 (the shapes chosen and every mask bit must agree, the similarity scores to rounding), with
+// shapes
+// chosen and with shapes kept (the one-shape query pass), top-p and top-k, ragged grids.
+TEST(SpadePolicy, Bf16CopiesPlanLikeTheirF32Values) {
+  for (const TokenGrid g : {TokenGrid{3, 5, 7}, TokenGrid{4, 8, 9}}) {
+    for (const int64_t topk : {0, 4}) {
+      CallData d(g, 3, 24);  // head_dim 24: a vector of 16 plus a ragged tail
+      d.randomize(5 + static_cast<uint32_t>(topk), 1.5f);
+      std::vector<BFloat16> q16(d.q.size()), k16(d.k.size());
+      convert_floats_reference(d.q.data(), DType::kF32, q16.data(), DType::kBF16, d.q.size());
+      convert_floats_reference(d.k.data(), DType::kF32, k16.data(), DType::kBF16, d.k.size());
+      convert_floats_reference(q16.data(), DType::kBF16, d.q.data(), DType::kF32, d.q.size());
+      convert_floats_reference(k16.data(), DType::kBF16, d.k.data(), DType::kF32, d.k.size());
+      d.call.layer = 2;
+      AttentionCall c16 = d.call;
+      c16.q16 = q16.data();
+      c16.k16 = k16.data();
+      SpadeOptions o;
+      o.shapes = {{1, 2, 4}, {3, 1, 2}, {2, 2, 2}, {1, 4, 16}};
+      o.topp = 0.7;
+      o.topk = topk;
+      o.shape_every = 2;  // step 0 chooses shapes, step 1 keeps them
+      SpadePolicy p32(o), p16(o);
+      for (int64_t step = 0; step < 2; ++step) {
+        d.call.step = c16.step = step;
+        const std::vector<float> q_saved = d.q, k_saved = d.k;
+        const auto plan32 = p32.plan(d.call);
+        // The f32 rows are NaN while the bf16 plan runs: it must read the copies alone.
+        std::fill(d.q.begin(), d.q.end(), std::nanf(""));
+        std::fill(d.k.begin(), d.k.end(), std::nanf(""));
+        const auto plan16 = p16.plan(c16);
+        d.q = q_saved;
+        d.k = k_saved;
+        EXPECT_EQ(p32.last_reshaped(), step == 0);
+        EXPECT_EQ(p16.last_reshaped(), step == 0);
+        EXPECT_EQ(p16.last_shapes(), p32.last_shapes());
+        // Same values; the two clones may round the sums differently.
+        for (size_t h = 0; step == 0 && h < 3; ++h)
+          for (size_t i = 0; i < o.shapes.size(); ++i)
+            EXPECT_NEAR(p16.last_similarity()[h][i], p32.last_similarity()[h][i], 1e-6);
+        for (int64_t h = 0; h < 3; ++h)
+          ASSERT_EQ(testing::expand_head(plan16, h, g.tokens()),
+                    testing::expand_head(plan32, h, g.tokens()))
+              << "grid " << g.frames << "x" << g.height << "x" << g.width << " topk " << topk
+              << " step " << step << " head " << h;
       }
     }
   }

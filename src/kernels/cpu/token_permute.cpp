@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -43,9 +44,10 @@ std::vector<std::pair<int64_t, int64_t>> head_runs(std::span<const int64_t> head
   return runs;
 }
 
-template <class T>
-void gather(const StridedRows& src, std::span<const int32_t> perm, std::span<const int64_t> heads,
+template <class Rows, class T>
+void gather(const Rows& src, std::span<const int32_t> perm, std::span<const int64_t> heads,
             T* dst) {
+  using S = std::remove_cv_t<std::remove_pointer_t<decltype(src.data)>>;
   check_common(src.tokens, src.heads, src.head_dim, src.stride, perm, heads, "gather_token_heads");
   if (src.tokens > 0 && (src.data == nullptr || dst == nullptr))
     throw_input_error("gather_token_heads: null source or destination");
@@ -54,12 +56,12 @@ void gather(const StridedRows& src, std::span<const int32_t> perm, std::span<con
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < src.tokens; ++i) {
     const int64_t t = perm.empty() ? i : perm[static_cast<size_t>(i)];
-    const float* row = src.data + t * src.stride;
+    const S* row = src.data + t * src.stride;
     T* out = dst + i * gh * hd;
     // One copy / conversion per run of consecutive heads (all heads: one per token). The
     // bf16 rounding is convert_floats', so sparse and dense groups see identical inputs.
     for (const auto& [g0, n] : runs)
-      convert_floats_serial(row + heads[static_cast<size_t>(g0)] * hd, DType::kF32, out + g0 * hd,
+      convert_floats_serial(row + heads[static_cast<size_t>(g0)] * hd, dtype_of<S>(), out + g0 * hd,
                             dtype_of<T>(), static_cast<size_t>(n * hd));
   }
 }
@@ -72,6 +74,11 @@ void gather_token_heads(const StridedRows& src, std::span<const int32_t> perm,
 }
 
 void gather_token_heads(const StridedRows& src, std::span<const int32_t> perm,
+                        std::span<const int64_t> heads, BFloat16* dst) {
+  gather(src, perm, heads, dst);
+}
+
+void gather_token_heads(const StridedRowsBf16& src, std::span<const int32_t> perm,
                         std::span<const int64_t> heads, BFloat16* dst) {
   gather(src, perm, heads, dst);
 }

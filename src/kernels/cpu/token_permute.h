@@ -25,6 +25,13 @@ struct StridedRows {
   int64_t stride = 0;  // elements between rows, >= heads*head_dim
 };
 
+// The same view over bf16 rows (the DiT's bf16 copy of q/k/v).
+struct StridedRowsBf16 {
+  const BFloat16* data = nullptr;
+  int64_t tokens = 0, heads = 0, head_dim = 0;
+  int64_t stride = 0;  // elements between rows, >= heads*head_dim
+};
+
 // dst[i][g][:] = src[perm[i]][heads[g]][:] for i < src.tokens; dst is
 // [src.tokens, heads.size(), head_dim]. Throws InputError on a perm of the wrong length, a
 // token or head index out of range, or an inconsistent view.
@@ -32,6 +39,9 @@ void gather_token_heads(const StridedRows& src, std::span<const int32_t> perm,
                         std::span<const int64_t> heads, float* dst);
 // Same, rounded to bf16 (round to nearest even).
 void gather_token_heads(const StridedRows& src, std::span<const int32_t> perm,
+                        std::span<const int64_t> heads, BFloat16* dst);
+// Same from bf16 rows (a copy: half the bytes of the f32 source).
+void gather_token_heads(const StridedRowsBf16& src, std::span<const int32_t> perm,
                         std::span<const int64_t> heads, BFloat16* dst);
 
 // The inverse: dst[perm[i]][heads[g]][:] = src[i][g][:], src [tokens, heads.size(), head_dim]

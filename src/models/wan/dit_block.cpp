@@ -114,6 +114,15 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
   sparse::AttentionCall call;
   sparse::AttentionPlan plan;
   bool planned = false;
+  const bool bf16_copies = attention != nullptr && bf16;
+  if (bf16_copies) {
+    // The bf16 q/k/v the kernels read, made once: the policy's estimators and the sparse
+    // gathers read them (half the bytes of f32), the dense path below as well.
+    profile::ScopedTimer pt("attention.convert");
+    qkv16.resize(static_cast<size_t>(L * 3 * dim));
+    convert_floats(qkv.data(), DType::kF32, qkv16.data(), DType::kBF16,
+                   static_cast<size_t>(L * 3 * dim));
+  }
   if (attention) {
     profile::ScopedTimer pt("attention.plan");
     call.layer = index;
@@ -128,6 +137,10 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
     call.q = q;
     call.k = k;
     call.stride = 3 * dim;
+    if (bf16_copies) {
+      call.q16 = qkv16.data();
+      call.k16 = qkv16.data() + dim;
+    }
     plan = attention->plan(call);
     planned = !plan.all_dense() || attention_diagnostics != nullptr;
   }
@@ -143,15 +156,22 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
     io.head_dim = hd;
     io.scale = ad.scale;
     io.bf16 = bf16;
+    if (bf16_copies) {
+      io.q16 = qkv16.data();
+      io.k16 = qkv16.data() + dim;
+      io.v16 = qkv16.data() + 2 * dim;
+    }
     io.out = attn.data();
     io.out_stride = dim;
     sparse::execute_attention_plan(plan, io, attention_ws, call, attention_diagnostics);
   } else {
     profile::ScopedTimer pt("attention.self");
     if (bf16) {
-      qkv16.resize(static_cast<size_t>(L * 3 * dim));
-      convert_floats(qkv.data(), DType::kF32, qkv16.data(), DType::kBF16,
-                     static_cast<size_t>(L * 3 * dim));
+      if (!bf16_copies) {
+        qkv16.resize(static_cast<size_t>(L * 3 * dim));
+        convert_floats(qkv.data(), DType::kF32, qkv16.data(), DType::kBF16,
+                       static_cast<size_t>(L * 3 * dim));
+      }
       flash_attention(qkv16.data(), qkv16.data() + dim, qkv16.data() + 2 * dim, attn.data(), ad);
     } else {
       flash_attention(q, k, v, attn.data(), ad);
