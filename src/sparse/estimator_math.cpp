@@ -186,11 +186,18 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
   // one f32 GEMM on the rounded values (products of bf16 values are exact in f32).
   std::vector<AmxPackedWeight> w(static_cast<size_t>(heads));
   std::vector<std::vector<float>> scores(amx ? 0 : static_cast<size_t>(heads));
+  // The call's bf16 copies, when given, hold exactly these rounded values.
+  const bool given16 = call.q16 != nullptr && call.k16 != nullptr;
   for (int64_t h = 0; h < heads; ++h) {
     std::vector<BFloat16> q16(static_cast<size_t>(r) * ud);
-    for (int64_t i = 0; i < r; ++i)
-      convert_floats_serial(call.q + rows[static_cast<size_t>(i)] * call.stride + h * d,
-                            DType::kF32, &q16[static_cast<size_t>(i) * ud], DType::kBF16, ud);
+    for (int64_t i = 0; i < r; ++i) {
+      const int64_t at = rows[static_cast<size_t>(i)] * call.stride + h * d;
+      if (given16)
+        std::copy_n(call.q16 + at, d, &q16[static_cast<size_t>(i) * ud]);
+      else
+        convert_floats_serial(call.q + at, DType::kF32, &q16[static_cast<size_t>(i) * ud],
+                              DType::kBF16, ud);
+    }
     if (amx) {
       w[static_cast<size_t>(h)] = AmxPackedWeight(q16.data(), r, d, nullptr);
       continue;
@@ -201,8 +208,10 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
 #pragma omp parallel for schedule(static)
     for (int64_t j = 0; j < n; ++j) {
       float* kr = &k[static_cast<size_t>(j) * ud];
-      const float* src = call.k + j * call.stride + h * d;
-      for (int64_t c = 0; c < d; ++c) kr[c] = bf16_to_f32(f32_to_bf16(src[c]));
+      const int64_t at = j * call.stride + h * d;
+      for (int64_t c = 0; c < d; ++c)
+        kr[c] =
+            given16 ? bf16_to_f32(call.k16[at + c].bits) : bf16_to_f32(f32_to_bf16(call.k[at + c]));
     }
     auto& sc = scores[static_cast<size_t>(h)];
     sc.resize(static_cast<size_t>(n * r));
@@ -227,10 +236,14 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
       const auto at = static_cast<size_t>((h * chunks + ch) * r);
       const ChunkStats out{&cmax[at], &csum[at], &ckept[at * static_cast<size_t>(sets)]};
       if (amx) {
-        // scores [chunk, rows] = K16 . Q16^T: the keys read in place from the strided call and
-        // rounded while packed into tiles.
-        amx_gemm_bf16(call.k + j0 * call.stride + h * d, j1 - j0, call.stride,
-                      w[static_cast<size_t>(h)], pc);
+        // scores [chunk, rows] = K16 . Q16^T: the keys read in place from the strided call (the
+        // bf16 copy, or f32 rounded while packed into tiles).
+        if (given16)
+          amx_gemm_bf16(call.k16 + j0 * call.stride + h * d, j1 - j0, call.stride,
+                        w[static_cast<size_t>(h)], pc);
+        else
+          amx_gemm_bf16(call.k + j0 * call.stride + h * d, j1 - j0, call.stride,
+                        w[static_cast<size_t>(h)], pc);
         chunk_mass_avx512(pc, j1 - j0, r, scale, bits, words, out);
       } else {
         chunk_mass_plain(pc, j1 - j0, r, scale, bits, words, out);

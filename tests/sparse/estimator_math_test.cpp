@@ -60,6 +60,26 @@ TEST(EstimatorMath, SampledMassEqualsTheScalarRowOnRoundedInputs) {
                                 portable, /*allow_amx=*/false);
     ASSERT_EQ(mass.size(), static_cast<size_t>(heads * 3 * rows_count));
     ASSERT_EQ(portable.size(), mass.size());
+    // From the call's bf16 copies (what the DiT passes in bf16 mode), f32 rows NaN so they
+    // cannot be read: the same masses, both paths.
+    {
+      std::vector<BFloat16> q16(d.q.size()), k16(d.k.size());
+      for (size_t i = 0; i < d.q.size(); ++i) {
+        q16[i].bits = f32_to_bf16(d.q[i]);
+        k16[i].bits = f32_to_bf16(d.k[i]);
+      }
+      testing::CallData poisoned(grid, heads, dim);
+      std::fill(poisoned.q.begin(), poisoned.q.end(), std::nanf(""));
+      std::fill(poisoned.k.begin(), poisoned.k.end(), std::nanf(""));
+      poisoned.call.q16 = q16.data();
+      poisoned.call.k16 = k16.data();
+      for (const bool amx : {true, false}) {
+        std::vector<double> from16;
+        sampled_attention_mass_bf16(poisoned.call, rows,
+                                    {bits[0].data(), bits[1].data(), bits[2].data()}, from16, amx);
+        ASSERT_EQ(from16, amx ? mass : portable) << "bf16 copies, amx " << amx;
+      }
+    }
     // The reference on a copy whose q/k are rounded to bf16.
     testing::CallData r(grid, heads, dim);
     for (size_t i = 0; i < d.q.size(); ++i) {

@@ -64,6 +64,10 @@ CONFIG = {
     "dit_frame_balance": 0,     # latent frame f weighs 1 / std_f^2 (train.py phase_dit)
     "train_shift": 3.0,         # sigma = shift u / (1 + (shift - 1) u), u ~ U(0, 1)
     "dit_train_t5": 0,          # 1: the umT5 encoder trains with the DiT (train.py phase_dit)
+    # A first phase at low resolution (train.py phase_dit): dit_lowres_steps steps on the
+    # latents of the same clips downscaled to dit_lowres_size (4x fewer tokens at 128), batch
+    # dit_lowres_batch, before the dit_steps full-size ones; one rate schedule over both.
+    "dit_lowres_steps": 0, "dit_lowres_size": 128, "dit_lowres_batch": 8,
     "cfg_drop": 0.1,            # share of captions replaced by the empty prompt ""
     "threads": 1,  # 2 OpenMP threads on this shared 2-core machine were 30x slower
 }

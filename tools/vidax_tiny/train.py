@@ -34,7 +34,7 @@ from torch import nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (CONFIG, encode_texts, encode_texts_train, make_t5, tokenize,  # noqa: E402
                     write_safetensors)
-from dataset import SynthDataset  # noqa: E402
+from dataset import SynthDataset, to_model  # noqa: E402
 from models import WanDiT, WanVAE, fold_latent_stats, init_vae_for_training, rope_table  # noqa: E402
 
 C = CONFIG
@@ -309,12 +309,52 @@ def phase_latents(args):
     log("latents: mean", mean.numpy().round(3), "std", std.numpy().round(3))
 
 
+def downscale(clip, size):
+    """uint8 [F, H, W, 3] -> uint8 [F, size, size, 3], box filter (H, W multiples of size)."""
+    f, h, w, c = clip.shape
+    k = h // size
+    x = clip.astype(np.float32).reshape(f, size, k, w // k, k, c).mean((2, 4))
+    return np.clip(np.rint(x), 0, 255).astype(np.uint8)
+
+
+def lowres_latents(args, n):
+    """The VAE latents (unnormalised mu) and object weights' footprints of the first n clips
+    downscaled to dit_lowres_size, cached in WORK/latents_lo.pt."""
+    out = os.path.join(args.work, f"latents_lo{C['dit_lowres_size']}.pt")
+    if os.path.exists(out):
+        return torch.load(out)
+    vae = WanVAE(**C["vae"])
+    vae.load_state_dict(torch.load(os.path.join(args.work, "vae.pt"))["model"])
+    vae.eval()
+    ds = SynthDataset(os.path.join(args.work, "clips"))
+    t0 = time.time()
+    mus, feet = [], []
+    for i in range(n):
+        small = downscale(ds.clip(i), C["dit_lowres_size"])
+        x = torch.from_numpy(to_model(small)).unsqueeze(0)
+        with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+            mus.append(vae.encode_mu(x).float()[0])
+        feet.append(torch.from_numpy(latent_footprint(object_mask(small))))
+        if (i + 1) % 64 == 0:
+            log(f"latents_lo: {i + 1}/{n} ({time.time() - t0:.0f} s)")
+    result = {"mu": torch.stack(mus), "foot": torch.stack(feet), "seconds": time.time() - t0}
+    save_atomic(result, out)
+    return result
+
+
 def phase_dit(args):
     out = os.path.join(args.work, "dit.pt")
     if os.path.exists(out):
         return
     lat = torch.load(os.path.join(args.work, "latents.pt"))
     z = (lat["mu"] - lat["mean"].view(1, -1, 1, 1, 1)) / lat["std"].view(1, -1, 1, 1, 1)
+    lowres = C["dit_lowres_steps"]
+    if lowres:
+        # Normalised with the full-size statistics: the same map the exported VAE applies.
+        lo = lowres_latents(args, len(z))
+        z_lo = (lo["mu"] - lat["mean"].view(1, -1, 1, 1, 1)) / lat["std"].view(1, -1, 1, 1, 1)
+        weight_lo = lo["foot"].float() * C["dit_obj_weight"] + 1
+        log("dit: low-res latents", tuple(z_lo.shape), "std", round(float(z_lo.std()), 3))
     spm = os.path.join(args.work, "spiece.model")
     t5 = make_t5(vocab_size(args.work))
     ids = tokenize(spm, lat["captions"])
@@ -346,17 +386,26 @@ def phase_dit(args):
         fw = fw / fw.mean()
         weight = weight * fw.view(1, -1, 1, 1)
         log("dit: frame weights", fw.numpy().round(3))
-    f, h, w = z.shape[2], z.shape[3] // 2, z.shape[4] // 2
-    cos, sin = rope_table(f, h, w, dit.blocks[0].self_attn.head_dim)
-    rope = (cos.float(), sin.float())
-    bsz, shift = C["dit_batch"], C["train_shift"]
+    def rope_for(lat):
+        cos, sin = rope_table(lat.shape[2], lat.shape[3] // 2, lat.shape[4] // 2,
+                              dit.blocks[0].self_attn.head_dim)
+        return cos.float(), sin.float()
+
+    rope = rope_for(z)
+    rope_lo = rope_for(z_lo) if lowres else None
+    shift = C["train_shift"]
+    total = lowres + C["dit_steps"]
 
     def step(gen, k):
-        idx = torch.randint(len(z), (bsz,), generator=gen)
+        # Steps below `lowres` train on the downscaled clips' latents.
+        low = k < lowres
+        bsz = C["dit_lowres_batch"] if low else C["dit_batch"]
+        zs, ws, rp = (z_lo, weight_lo, rope_lo) if low else (z, weight, rope)
+        idx = torch.randint(len(zs), (bsz,), generator=gen)
         drop = torch.rand(bsz, generator=gen) < C["cfg_drop"]
         u = torch.rand(bsz, generator=gen)
         sigma = shift * u / (1 + (shift - 1) * u)
-        x0 = z[idx]
+        x0 = zs[idx]
         noise = torch.randn(x0.shape, generator=gen)
         s = sigma.view(-1, 1, 1, 1, 1)
         xt = (1 - s) * x0 + s * noise
@@ -367,8 +416,8 @@ def phase_dit(args):
             contexts = [ctx_null if drop[j] else ctx[int(idx[j])] for j in range(bsz)]
         c, bias = dit.compact_context(contexts)
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            pred = dit(xt, sigma * 1000, c, rope, bias)
-        wt = weight[idx].unsqueeze(1)  # [B, 1, F, H, W], broadcast over channels
+            pred = dit(xt, sigma * 1000, c, rp, bias)
+        wt = ws[idx].unsqueeze(1)  # [B, 1, F, H, W], broadcast over channels
         err = (pred.float() - (noise - x0)) ** 2
         return (err * wt).mean() / wt.mean()
 
@@ -376,7 +425,7 @@ def phase_dit(args):
     # parameter order fixed).
     model = nn.ModuleDict({"dit": dit, "t5": t5}) if train_t5 else dit
     tr = Trainer("dit", args.work, model, C["dit_lr"])
-    tr.run(C["dit_steps"], lambda k: lr_at(k, C["dit_steps"], C["dit_lr"], C["dit_warmup"]), step)
+    tr.run(total, lambda k: lr_at(k, total, C["dit_lr"], C["dit_warmup"]), step)
     result = {"model": dit.state_dict(), "seconds": tr.seconds}
     if train_t5:
         result["t5"] = t5.state_dict()
