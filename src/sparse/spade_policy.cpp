@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <functional>
 #include <numeric>
@@ -43,9 +42,7 @@ namespace {
 // The estimators read f32 q/k or the bf16 copies the bf16 kernels see (AttentionCall::q16);
 // a bf16 value widens to f32 exactly (a shift), so both go through the same f32 arithmetic.
 [[gnu::always_inline]] inline float to_f32(float x) { return x; }
-[[gnu::always_inline]] inline float to_f32(BFloat16 x) {
-  return std::bit_cast<float>(static_cast<uint32_t>(x.bits) << 16);
-}
+[[gnu::always_inline]] inline float to_f32(BFloat16 x) { return bf16_to_f32(x.bits); }
 
 // 1 / |q| over d channels (0 for a zero row). Always inlined, so each target clone of its
 // callers gets its own vectorized copy; 16 independent partial sums so the loop vectorizes.
