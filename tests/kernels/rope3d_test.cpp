@@ -163,6 +163,31 @@ TEST(Rope3d, ParallelSplitMatchesSerial) {
   EXPECT_EQ(a, b);
 }
 
+// The bf16 copy written by the same pass equals rotating, then rounding the rows: strided rows
+// (a fused q|k|v layout), a ragged head size, tokens past the grid (copied unrotated), serial and
+// parallel splits.
+TEST(Rope3d, Bf16CopyEqualsRotateThenRound) {
+  const int64_t d = 40, heads = 3, gf = 3, gh = 5, gw = 7, grid = gf * gh * gw, tokens = grid + 4;
+  const int64_t stride = 3 * heads * d + 5, stride16 = heads * d + 3;
+  const Rope3dTable table = Rope3dTable::build(d);
+  const std::vector<float> x = normal_floats(static_cast<size_t>(tokens * stride), 11);
+  const int saved = omp_get_max_threads();
+  for (const int threads : {1, 3}) {
+    omp_set_num_threads(threads);
+    std::vector<float> a = x, b = x;
+    std::vector<BFloat16> copy(static_cast<size_t>(tokens * stride16));
+    rope3d_apply(a.data(), tokens, heads, d, stride, gf, gh, gw, table);
+    rope3d_apply(b.data(), tokens, heads, d, stride, gf, gh, gw, table, copy.data(), stride16);
+    EXPECT_EQ(a, b) << "the f32 rows are unchanged by the copy";
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t e = 0; e < heads * d; ++e)
+        ASSERT_EQ(copy[static_cast<size_t>(t * stride16 + e)].bits,
+                  f32_to_bf16(a[static_cast<size_t>(t * stride + e)]))
+            << "token " << t << " element " << e << " threads " << threads;
+  }
+  omp_set_num_threads(saved);
+}
+
 TEST(Rope3d, RejectsGridsBeyondTheTable) {
   const Rope3dTable table = Rope3dTable::build(12, 16);
   std::vector<float> x(17 * 12);

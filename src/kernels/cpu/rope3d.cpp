@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "core/convert.h"
 #include "core/error.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -134,9 +135,18 @@ Rope3dTable Rope3dTable::build(int64_t head_dim, int64_t max_positions) {
 }
 
 void rope3d_apply(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
-                  int64_t grid_f, int64_t grid_h, int64_t grid_w, const Rope3dTable& table) {
+                  int64_t grid_f, int64_t grid_h, int64_t grid_w, const Rope3dTable& table,
+                  BFloat16* copy16, int64_t copy16_stride) {
   check_apply_args(x, tokens, heads, head_dim, row_stride, grid_f, grid_h, grid_w, table);
+  VIDAX_CHECK(copy16 == nullptr || copy16_stride >= heads * head_dim, "rope3d_apply: copy stride ",
+              copy16_stride);
   const int64_t n = std::min(tokens, grid_f * grid_h * grid_w);
+  auto copy_row = [&](int64_t t) {
+    convert_floats_serial(x + t * row_stride, DType::kF32, copy16 + t * copy16_stride, DType::kBF16,
+                          static_cast<size_t>(heads * head_dim));
+  };
+  if (copy16 != nullptr)
+    for (int64_t t = std::max<int64_t>(n, 0); t < tokens; ++t) copy_row(t);  // past the grid
   if (n <= 0 || heads == 0) return;
   const int64_t pairs = head_dim / 2;
   const int64_t end_f = table.axis_pairs[0], end_h = end_f + table.axis_pairs[1];
@@ -161,6 +171,7 @@ void rope3d_apply(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int
         s[static_cast<size_t>(2 * j + 1)] = sj;
       }
       HWY_DYNAMIC_DISPATCH(RotateHeads)(x + t * row_stride, heads, head_dim, c.data(), s.data());
+      if (copy16 != nullptr) copy_row(t);
     }
   };
 

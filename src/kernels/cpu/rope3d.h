@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/tensor.h"  // BFloat16
+
 namespace vidax {
 
 struct Rope3dTable {
@@ -41,8 +43,13 @@ struct Rope3dTable {
 // t = (f * grid_h + h) * grid_w + w for t < grid_f * grid_h * grid_w; tokens beyond the grid
 // (padding) are left untouched. Throws InputError if a grid extent exceeds the table's
 // max_positions.
+// copy16, when given, also receives every token's rotated row rounded to bf16 (round to
+// nearest even, as convert_floats), copy16_stride elements apart: the bf16 attention kernels'
+// inputs come out of this pass while the row is in cache, instead of a separate conversion
+// pass over q and k. Rows past the grid are copied unrotated.
 void rope3d_apply(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
-                  int64_t grid_f, int64_t grid_h, int64_t grid_w, const Rope3dTable& table);
+                  int64_t grid_f, int64_t grid_h, int64_t grid_w, const Rope3dTable& table,
+                  BFloat16* copy16 = nullptr, int64_t copy16_stride = 0);
 
 // Scalar reference: recomputes every angle from the formula (the table supplies only its
 // head_dim, axis split and max_positions) and rotates pair by pair in double.

@@ -92,12 +92,25 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
   float* q = qkv.data();
   float* k = qkv.data() + dim;
   float* v = qkv.data() + 2 * dim;
+  // bf16: the attention kernels' inputs, [L, 3*dim] = q16 | k16 | v16. RoPE writes q16 and k16
+  // while each row is in cache (no separate conversion pass over q and k); v is converted below.
+  if (bf16) qkv16.resize(static_cast<size_t>(L * 3 * dim));
   {
     profile::ScopedTimer pt("rmsnorm+rope");
     rms_norm_strided(q, L, dim, 3 * dim, w.norm_q, eps);
     rms_norm_strided(k, L, dim, 3 * dim, w.norm_k, eps);
-    rope3d_apply(q, L, heads, hd, 3 * dim, st.grid[0], st.grid[1], st.grid[2], rope);
-    rope3d_apply(k, L, heads, hd, 3 * dim, st.grid[0], st.grid[1], st.grid[2], rope);
+    rope3d_apply(q, L, heads, hd, 3 * dim, st.grid[0], st.grid[1], st.grid[2], rope,
+                 bf16 ? qkv16.data() : nullptr, 3 * dim);
+    rope3d_apply(k, L, heads, hd, 3 * dim, st.grid[0], st.grid[1], st.grid[2], rope,
+                 bf16 ? qkv16.data() + dim : nullptr, 3 * dim);
+  }
+  if (bf16) {
+    profile::ScopedTimer pt("attention.convert");
+    BFloat16* v16 = qkv16.data() + 2 * dim;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < L; ++t)
+      convert_floats_serial(v + t * 3 * dim, DType::kF32, v16 + t * 3 * dim, DType::kBF16,
+                            static_cast<size_t>(dim));
   }
   if (st.capture) {
     capture_rows(st, prefix + "q_rope", q, L, dim, 3 * dim, Shape{1, L, heads, hd});
@@ -114,15 +127,6 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
   sparse::AttentionCall call;
   sparse::AttentionPlan plan;
   bool planned = false;
-  const bool bf16_copies = attention != nullptr && bf16;
-  if (bf16_copies) {
-    // The bf16 q/k/v the kernels read, made once: the policy's estimators and the sparse
-    // gathers read them (half the bytes of f32), the dense path below as well.
-    profile::ScopedTimer pt("attention.convert");
-    qkv16.resize(static_cast<size_t>(L * 3 * dim));
-    convert_floats(qkv.data(), DType::kF32, qkv16.data(), DType::kBF16,
-                   static_cast<size_t>(L * 3 * dim));
-  }
   if (attention) {
     profile::ScopedTimer pt("attention.plan");
     call.layer = index;
@@ -137,7 +141,7 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
     call.q = q;
     call.k = k;
     call.stride = 3 * dim;
-    if (bf16_copies) {
+    if (bf16) {  // the policy's estimators may read the bf16 copies (half the bytes)
       call.q16 = qkv16.data();
       call.k16 = qkv16.data() + dim;
     }
@@ -156,7 +160,7 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
     io.head_dim = hd;
     io.scale = ad.scale;
     io.bf16 = bf16;
-    if (bf16_copies) {
+    if (bf16) {
       io.q16 = qkv16.data();
       io.k16 = qkv16.data() + dim;
       io.v16 = qkv16.data() + 2 * dim;
@@ -167,11 +171,6 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
   } else {
     profile::ScopedTimer pt("attention.self");
     if (bf16) {
-      if (!bf16_copies) {
-        qkv16.resize(static_cast<size_t>(L * 3 * dim));
-        convert_floats(qkv.data(), DType::kF32, qkv16.data(), DType::kBF16,
-                       static_cast<size_t>(L * 3 * dim));
-      }
       flash_attention(qkv16.data(), qkv16.data() + dim, qkv16.data() + 2 * dim, attn.data(), ad);
     } else {
       flash_attention(q, k, v, attn.data(), ad);
