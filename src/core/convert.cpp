@@ -297,5 +297,16 @@ void convert_floats(const void* src, DType src_dtype, void* dst, DType dst_dtype
   }
 }
 
+void convert_float_rows(const void* src, DType src_dtype, size_t src_stride, void* dst,
+                        DType dst_dtype, size_t dst_stride, size_t rows, size_t cols) {
+  const size_t src_size = dtype_size(src_dtype), dst_size = dtype_size(dst_dtype);
+  // Rows split over the OpenMP pool (on the calling thread inside an existing region).
+#pragma omp parallel for schedule(static)
+  for (size_t r = 0; r < rows; ++r)
+    convert_floats_serial(static_cast<const std::byte*>(src) + r * src_stride * src_size, src_dtype,
+                          static_cast<std::byte*>(dst) + r * dst_stride * dst_size, dst_dtype,
+                          cols);
+}
+
 }  // namespace vidax
 #endif  // HWY_ONCE

@@ -16,6 +16,11 @@ void convert_floats(const void* src, DType src_dtype, void* dst, DType dst_dtype
 // costs more than a short row): for many short rows converted inside a parallel loop.
 void convert_floats_serial(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n);
 
+// `rows` rows of `cols` elements, `src_stride` / `dst_stride` elements apart (e.g. one slice of
+// a fused q|k|v buffer), rows split over the OpenMP pool.
+void convert_float_rows(const void* src, DType src_dtype, size_t src_stride, void* dst,
+                        DType dst_dtype, size_t dst_stride, size_t rows, size_t cols);
+
 // Scalar reference used by tests.
 void convert_floats_reference(const void* src, DType src_dtype, void* dst, DType dst_dtype,
                               size_t n);

@@ -41,12 +41,10 @@ Bf16View bf16_inputs(const AttentionIo& io, AttentionWorkspace& ws) {
   ws.qkv16.resize(3 * n);
   const float* src[] = {io.q, io.k, io.v};
   BFloat16* dst = ws.qkv16.data();
-#pragma omp parallel for schedule(static) collapse(2)
   for (int x = 0; x < 3; ++x)
-    for (int64_t t = 0; t < io.tokens; ++t)
-      convert_floats(src[x] + t * io.stride, DType::kF32,
-                     dst + static_cast<size_t>(x) * n + t * row, DType::kBF16,
-                     static_cast<size_t>(row));
+    convert_float_rows(src[x], DType::kF32, static_cast<size_t>(io.stride),
+                       dst + static_cast<size_t>(x) * n, DType::kBF16, static_cast<size_t>(row),
+                       static_cast<size_t>(io.tokens), static_cast<size_t>(row));
   return {dst, dst + n, dst + 2 * n, row};
 }
 

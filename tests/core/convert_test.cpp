@@ -294,6 +294,26 @@ TEST(ConvertFloats, SameTypeIsACopy) {
   EXPECT_EQ(in, out);
 }
 
+// Strided rows (a slice of a wider buffer) into a differently strided destination: each row as
+// the reference converts it, the gaps of the destination untouched.
+TEST(ConvertFloats, StridedRowsMatchReferenceAndLeaveGaps) {
+  const size_t rows = 37, cols = 45, src_stride = 3 * cols + 1, dst_stride = cols + 7;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  std::vector<float> src(rows * src_stride);
+  for (auto& x : src) x = nd(rng);
+  std::vector<uint16_t> dst(rows * dst_stride, 0xabcd);
+  convert_float_rows(src.data() + cols, DType::kF32, src_stride, dst.data(), DType::kBF16,
+                     dst_stride, rows, cols);
+  for (size_t r = 0; r < rows; ++r) {
+    std::vector<uint16_t> want(cols);
+    convert_floats_reference(src.data() + r * src_stride + cols, DType::kF32, want.data(),
+                             DType::kBF16, cols);
+    for (size_t c = 0; c < dst_stride; ++c)
+      ASSERT_EQ(dst[r * dst_stride + c], c < cols ? want[c] : 0xabcd) << r << "," << c;
+  }
+}
+
 TEST(ConvertFloatsDeathTest, F8DestinationIsAnInternalError) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   float one = 1.0f;

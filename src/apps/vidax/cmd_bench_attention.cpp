@@ -89,11 +89,9 @@ void bench_attention(const AttentionBenchArgs& a) {
   // side below. Policies and the sparse gathers read the bf16 copies.
   Buffer<BFloat16> qkv16(bf16 ? qkv.size() : 0);
   auto convert_v = [&] {
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < tokens; ++t)
-      convert_floats_serial(qkv.data() + t * 3 * dim + 2 * dim, DType::kF32,
-                            qkv16.data() + t * 3 * dim + 2 * dim, DType::kBF16,
-                            static_cast<size_t>(dim));
+    const auto stride = static_cast<size_t>(3 * dim);
+    convert_float_rows(qkv.data() + 2 * dim, DType::kF32, stride, qkv16.data() + 2 * dim,
+                       DType::kBF16, stride, static_cast<size_t>(tokens), static_cast<size_t>(dim));
   };
   if (bf16) {
     convert_floats(qkv.data(), DType::kF32, qkv16.data(), DType::kBF16, qkv.size());

@@ -106,11 +106,9 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
   }
   if (bf16) {
     profile::ScopedTimer pt("attention.convert");
-    BFloat16* v16 = qkv16.data() + 2 * dim;
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < L; ++t)
-      convert_floats_serial(v + t * 3 * dim, DType::kF32, v16 + t * 3 * dim, DType::kBF16,
-                            static_cast<size_t>(dim));
+    const auto stride = static_cast<size_t>(3 * dim);
+    convert_float_rows(v, DType::kF32, stride, qkv16.data() + 2 * dim, DType::kBF16, stride,
+                       static_cast<size_t>(L), static_cast<size_t>(dim));
   }
   if (st.capture) {
     capture_rows(st, prefix + "q_rope", q, L, dim, 3 * dim, Shape{1, L, heads, hd});
