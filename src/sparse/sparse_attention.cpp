@@ -71,9 +71,6 @@ void dense_heads(const AttentionIo& io, const Bf16View* b, int64_t h0, int64_t n
 void sparse_group(const HeadGroup& g, const AttentionIo& io, AttentionWorkspace& ws) {
   const int64_t gh = static_cast<int64_t>(g.heads.size()), hd = io.head_dim;
   const size_t n = static_cast<size_t>(io.tokens * gh * hd);
-  const StridedRows rows[] = {{io.q, io.tokens, io.heads, hd, io.stride},
-                              {io.k, io.tokens, io.heads, hd, io.stride},
-                              {io.v, io.tokens, io.heads, hd, io.stride}};
   const BlockSparseDims d{gh, hd, 0, io.scale};
   // Rows go straight to their native positions and heads in io.out (no scatter pass).
   BlockSparseOutput o;
@@ -81,27 +78,31 @@ void sparse_group(const HeadGroup& g, const AttentionIo& io, AttentionWorkspace&
   o.rows = g.layout.identity() ? nullptr : g.layout.perm.data();
   o.heads = g.heads.data();
   o.dest_heads = io.heads;
-  // Gather q/k/v of the group's heads in layout order into f32 or bf16 buffers (from the
-  // caller's bf16 copies when given: half the bytes read), then run.
-  auto run = [&](const auto& src, auto& q, auto& k, auto& v) {
-    q.resize(n);
-    k.resize(n);
-    v.resize(n);
-    gather_token_heads(src[0], g.layout.perm, g.heads, q.data());
-    gather_token_heads(src[1], g.layout.perm, g.heads, k.data());
-    gather_token_heads(src[2], g.layout.perm, g.heads, v.data());
-    block_sparse_attention(q.data(), k.data(), v.data(), io.out, g.layout.blocks, g.layout.blocks,
-                           g.mask, g.predicate, d, o);
-  };
+  // The executor reads q, k, v in place (through the layout's permutation and the group's
+  // heads) from the caller's bf16 copies or, in f32 mode, from the f32 rows: no gather pass.
+  BlockSparseInput in;
+  in.stride = io.stride;
+  in.rows = o.rows;
+  in.heads = g.heads.data();
+  in.src_heads = io.heads;
   if (io.bf16 && io.q16 && io.k16 && io.v16) {
-    const StridedRowsBf16 rows16[] = {{io.q16, io.tokens, io.heads, hd, io.stride},
-                                      {io.k16, io.tokens, io.heads, hd, io.stride},
-                                      {io.v16, io.tokens, io.heads, hd, io.stride}};
-    run(rows16, ws.q16, ws.k16, ws.v16);
+    block_sparse_attention(io.q16, io.k16, io.v16, io.out, g.layout.blocks, g.layout.blocks, g.mask,
+                           g.predicate, d, o, in);
   } else if (io.bf16) {
-    run(rows, ws.q16, ws.k16, ws.v16);
+    // No copies given: convert while gathering the group's heads in layout order.
+    const StridedRows rows[] = {{io.q, io.tokens, io.heads, hd, io.stride},
+                                {io.k, io.tokens, io.heads, hd, io.stride},
+                                {io.v, io.tokens, io.heads, hd, io.stride}};
+    Buffer<BFloat16>* dst[] = {&ws.q16, &ws.k16, &ws.v16};
+    for (int x = 0; x < 3; ++x) {
+      dst[x]->resize(n);
+      gather_token_heads(rows[x], g.layout.perm, g.heads, dst[x]->data());
+    }
+    block_sparse_attention(ws.q16.data(), ws.k16.data(), ws.v16.data(), io.out, g.layout.blocks,
+                           g.layout.blocks, g.mask, g.predicate, d, o);
   } else {
-    run(rows, ws.q, ws.k, ws.v);
+    block_sparse_attention(io.q, io.k, io.v, io.out, g.layout.blocks, g.layout.blocks, g.mask,
+                           g.predicate, d, o, in);
   }
 }
 

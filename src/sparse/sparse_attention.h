@@ -26,8 +26,8 @@ namespace vidax::sparse {
 // stride `stride` (views into the fused qkv buffer), out [tokens, heads * head_dim] with row
 // stride out_stride. With bf16 the kernels read bf16-rounded inputs (like the dense bf16 path);
 // q16/k16/v16, when given, are those bf16 copies with the same stride (dense and sparse groups
-// read them; without them the runner converts what the dense groups need and the sparse groups
-// convert while gathering).
+// read them in place; without them the runner converts what the dense groups need and the
+// sparse groups convert while gathering). In f32 mode the sparse groups read q, k, v in place.
 struct AttentionIo {
   const float* q = nullptr;
   const float* k = nullptr;
@@ -60,7 +60,7 @@ struct AttentionDiagnostics {
 // Buffers reused from call to call (a denoising loop makes thousands of calls of one shape).
 // Buffer: huge pages for the large gathered copies (core/aligned_memory.h).
 struct AttentionWorkspace {
-  Buffer<float> q, k, v, out, dense;
+  Buffer<float> dense;
   Buffer<BFloat16> q16, k16, v16, qkv16;
 };
 

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <sstream>
@@ -209,6 +211,85 @@ TEST(BlockSparseAttention, OutputRowsAndHeadsGoToTheirDestination) {
   EXPECT_THROW(block_sparse_attention(p.q.data(), p.k.data(), p.v.data(), wide.data(), p.qp, p.kp,
                                       p.mask, p.pred, p.d, o),
                InputError);
+}
+
+TEST(BlockSparseAttention, InputReadInPlaceEqualsGatheredInput) {
+  // Permuted position i of mask head h read from source row rows[i], head heads[h] of a wider,
+  // padded buffer gives bit for bit what the gathered contiguous copy gives: same rows packed,
+  // same kernels. Ragged blocks, boundary tiles, f32 and every bf16 kernel, every target.
+  for (const int64_t hd : {24, 128}) {
+    const int64_t tokens = 333, heads = 2, src_heads = 5, stride = src_heads * hd + 3;
+    const Problem p = make_problem(tokens, tokens, 20, 130, heads, hd, 0.4, 0.3, 0, 31);
+    std::vector<int32_t> rows(static_cast<size_t>(tokens));
+    for (int64_t i = 0; i < tokens; ++i)
+      rows[static_cast<size_t>(i)] = static_cast<int32_t>((i * 101 + 7) % tokens);
+    const std::vector<int64_t> head_map{3, 0};
+    // The wide sources hold p's rows at their source positions; everything else is NaN, so a
+    // wrong address shows.
+    auto widen = [&](const std::vector<float>& x) {
+      std::vector<float> w(static_cast<size_t>(tokens * stride), std::nanf(""));
+      for (int64_t i = 0; i < tokens; ++i)
+        for (int64_t h = 0; h < heads; ++h)
+          std::copy_n(x.begin() + (i * heads + h) * hd, hd,
+                      w.begin() + rows[static_cast<size_t>(i)] * stride +
+                          head_map[static_cast<size_t>(h)] * hd);
+      return w;
+    };
+    const auto wq = widen(p.q), wk = widen(p.k), wv = widen(p.v);
+    BlockSparseInput in;
+    in.stride = stride;
+    in.rows = rows.data();
+    in.heads = head_map.data();
+    in.src_heads = src_heads;
+    const std::string name = "hd " + std::to_string(hd);
+    auto to16 = [](const std::vector<float>& x) {
+      std::vector<BFloat16> b(x.size());
+      convert_floats(x.data(), DType::kF32, b.data(), DType::kBF16, x.size());
+      return b;
+    };
+    const auto wq16 = to16(wq), wk16 = to16(wk), wv16 = to16(wv);
+    testing::for_each_target([&] {
+      std::vector<float> out(static_cast<size_t>(tokens * heads * hd), 12345.0f);
+      block_sparse_attention(wq.data(), wk.data(), wv.data(), out.data(), p.qp, p.kp, p.mask,
+                             p.pred, p.d, {}, in);
+      EXPECT_EQ(out, p.run_f32()) << name << " f32";
+      for (size_t i = 0; i < std::size(kBf16Kernels); ++i) {
+        if (!flash_attention_bf16_available(kBf16Kernels[i])) continue;
+        std::fill(out.begin(), out.end(), 12345.0f);
+        block_sparse_attention_bf16(kBf16Kernels[i], wq16.data(), wk16.data(), wv16.data(),
+                                    out.data(), p.qp, p.kp, p.mask, p.pred, p.d, {}, in);
+        EXPECT_EQ(out, p.run_bf16(kBf16Kernels[i])) << name << " bf16 " << kBf16Names[i];
+      }
+    });
+  }
+}
+
+TEST(BlockSparseAttention, BadInputMapsAreInputErrors) {
+  const Problem p = make_problem(100, 100, 30, 30, 2, 16, 0.3, 0, 0, 5);
+  std::vector<float> out(100 * 2 * 16);
+  std::vector<int32_t> rows(100);
+  for (int32_t i = 0; i < 100; ++i) rows[static_cast<size_t>(i)] = 99 - i;
+  const std::vector<int64_t> heads{0, 3};
+  auto run = [&](const BlockSparseInput& in) {
+    block_sparse_attention(p.q.data(), p.k.data(), p.v.data(), out.data(), p.qp, p.kp, p.mask,
+                           p.pred, p.d, {}, in);
+  };
+  BlockSparseInput in;
+  in.heads = heads.data();
+  in.src_heads = 3;  // head 3 is outside
+  EXPECT_THROW(run(in), InputError);
+  in.src_heads = 4;
+  in.stride = 4 * 16 - 1;  // shorter than 4 heads
+  EXPECT_THROW(run(in), InputError);
+  in = {};
+  in.rows = rows.data();
+  rows[5] = 100;  // outside [0, 100)
+  EXPECT_THROW(run(in), InputError);
+  const Problem cross = make_problem(100, 120, 30, 30, 2, 16, 0.3, 0, 0, 6);
+  rows[5] = 94;
+  EXPECT_THROW(block_sparse_attention(cross.q.data(), cross.k.data(), cross.v.data(), out.data(),
+                                      cross.qp, cross.kp, cross.mask, cross.pred, cross.d, {}, in),
+               InputError);  // rows need query and key blocks over the same tokens
 }
 
 TEST(BlockSparseAttention, EmptyRowsGiveZero) {

@@ -31,16 +31,18 @@ struct SparseStep {
 struct SparseProblem {
   SparseProblem(const BlockPartition& qp, const BlockPartition& kp, const BlockMask& mask,
                 const TilePredicate& pred, const BlockSparseDims& dims,
-                const BlockSparseOutput& output, int64_t task_rows)
+                const BlockSparseOutput& output, const BlockSparseInput& input, int64_t task_rows)
       : qp(qp),
         kp(kp),
         mask(mask),
         pred(pred),
         d(dims),
         o(output),
-        ad(dense_dims(dims, kp)),
+        in(input),
+        ad(dense_dims(dims, kp, input)),
         g(ad) {
     if (o.stride == 0) o.stride = d.heads * d.head_dim;
+    in.stride = ad.q_stride;
     c = static_cast<float>(static_cast<double>(d.scale) * fa::kLog2e);
     sentinel = c > 0 ? -std::numeric_limits<float>::max() : std::numeric_limits<float>::max();
     floor = -0.5f * std::numeric_limits<float>::max() * std::fabs(c);
@@ -69,14 +71,17 @@ struct SparseProblem {
       }
     }
   }
-  static AttentionDims dense_dims(const BlockSparseDims& d, const BlockPartition& kp) {
+  static AttentionDims dense_dims(const BlockSparseDims& d, const BlockPartition& kp,
+                                  const BlockSparseInput& in) {
     AttentionDims a{};
     a.q_len = 0;
     a.kv_len = kp.tokens();
     a.kv_valid = d.kv_valid > 0 ? d.kv_valid : kp.tokens();
     a.heads = d.heads;
     a.head_dim = d.head_dim;
-    a.q_stride = a.k_stride = a.v_stride = a.out_stride = d.heads * d.head_dim;
+    const int64_t src_heads = in.heads ? in.src_heads : d.heads;
+    a.q_stride = a.k_stride = a.v_stride = in.stride > 0 ? in.stride : src_heads * d.head_dim;
+    a.out_stride = d.heads * d.head_dim;
     a.scale = d.scale;
     return a;
   }
@@ -85,6 +90,12 @@ struct SparseProblem {
   float* out_row(float* out, int64_t h, int64_t i) const {
     const int64_t r = o.rows ? o.rows[i] : i, dh = o.heads ? o.heads[h] : h;
     return out + r * o.stride + dh * d.head_dim;
+  }
+  // Source row of permuted position i of mask head h (q, k or v).
+  template <class T>
+  const T* in_row(const T* base, int64_t h, int64_t i) const {
+    const int64_t r = in.rows ? in.rows[i] : i, sh = in.heads ? in.heads[h] : h;
+    return base + r * in.stride + sh * d.head_dim;
   }
   // Geometry for packing sub-block `sub` through the dense pack functions (key block 0 of a
   // sequence that starts at the sub-block and has its valid keys).
@@ -133,7 +144,8 @@ struct SparseProblem {
   const TilePredicate& pred;
   BlockSparseDims d;
   BlockSparseOutput o;
-  AttentionDims ad;  // the dense view: strides, kv_valid, scale
+  BlockSparseInput in;  // stride filled in
+  AttentionDims ad;     // the dense view: strides, kv_valid, scale
   Geometry g;
   float c = 0, sentinel = 0, floor = 0;
   std::vector<int64_t> sub_begin;  // [k_blocks + 1] first packed sub-block of each key block
@@ -178,6 +190,39 @@ HWY_INLINE void FinishRowsSafe(const SparseProblem& sp, int64_t h, int64_t q0, i
     float* dst = sp.out_row(out, h, q0 + i);
     for (int64_t c = 0; c < g.hd; ++c) dst[c] = l > 0 ? oi[c] * inv : 0.0f;
   }
+}
+
+// Sub-block `sub` of mask head h as the dense pack functions read it (rows at a fixed stride,
+// head `h` of `ad`): in place when the input rows are in permuted order, else its rows copied
+// into `stage` as [keys, head_dim] (an L1-sized copy instead of a gather pass over q, k, v).
+template <class T>
+struct SubBlockSource {
+  const T* base;
+  AttentionDims ad;
+  int64_t h;
+};
+template <class T>
+SubBlockSource<T> SubBlockRows(const SparseProblem& sp, const T* src, int64_t h, int64_t sub,
+                               std::vector<T>& stage) {
+  const int64_t start = sp.sub_start[static_cast<size_t>(sub)];
+  if (!sp.in.rows) return {src + start * sp.in.stride, sp.ad, sp.in.heads ? sp.in.heads[h] : h};
+  const int64_t n = sp.sub_len[static_cast<size_t>(sub)], hd = sp.d.head_dim;
+  stage.resize(static_cast<size_t>(std::max<int64_t>(1, n) * hd));
+  for (int64_t j = 0; j < n; ++j)
+    std::memcpy(stage.data() + j * hd, sp.in_row(src, h, start + j),
+                static_cast<size_t>(hd) * sizeof(T));
+  AttentionDims ad = sp.ad;
+  ad.k_stride = ad.v_stride = hd;
+  return {stage.data(), ad, 0};
+}
+
+// Query rows of a sparse task as bf16 (LoadQueryBf16 through the input's row map).
+HWY_INLINE void LoadSparseQueryBf16(const SparseProblem& sp, const BFloat16* q, int64_t h,
+                                    int64_t q0, int64_t rows, int64_t padded_rows, uint16_t* qs) {
+  const int64_t ld = 2 * sp.g.kpairs;
+  std::fill(qs, qs + padded_rows * ld, uint16_t{0});
+  for (int64_t i = 0; i < rows; ++i)
+    std::memcpy(qs + i * ld, sp.in_row(q, h, q0 + i), static_cast<size_t>(sp.g.hd) * 2);
 }
 
 // Packs every sub-block of every head group and runs task(h, chunk, k_head, v_head, scratch,
@@ -233,7 +278,7 @@ void TaskSparseWidened(const SparseProblem& sp, const T* q, float* out, int64_t 
   sp.build_steps(h, ch.qb, kBlockK, steps);
   if (steps.empty()) return ZeroRows(sp, h, ch.q0, rows, out);
   for (int64_t i = 0; i < rows; ++i) {
-    const T* src = q + (ch.q0 + i) * sp.ad.q_stride + h * hd;
+    const T* src = sp.in_row(q, h, ch.q0 + i);
     for (int64_t c = 0; c < hd; ++c) s.q[i * hd + c] = fa::to_f32(src[c]);
   }
   StartRows(fa::round_up(rows, 16), s);
@@ -274,13 +319,15 @@ void SparseWidened(const T* q, const T* k, const T* v, float* out, const SparseP
       sp, g.hd * kBlockK, kBlockK * g.dv, kBlockK,
       [&](int64_t h, int64_t sub, float* kt, float* vp) {
         const Geometry gs = sp.sub_geometry(sub);
-        const int64_t off = sp.sub_start[static_cast<size_t>(sub)] * sp.ad.k_stride;
+        thread_local std::vector<T> stage_k, stage_v;
+        const SubBlockSource<T> ks = SubBlockRows(sp, k, h, sub, stage_k);
+        const SubBlockSource<T> vs = SubBlockRows(sp, v, h, sub, stage_v);
 #if VIDAX_FA_AVX512
-        PackKTransposedAvx512(k + off, sp.ad, gs, h, 0, kt);
+        PackKTransposedAvx512(ks.base, ks.ad, gs, ks.h, 0, kt);
 #else
-        PackKTransposed(k + off, sp.ad, gs, h, 0, kt);
+        PackKTransposed(ks.base, ks.ad, gs, ks.h, 0, kt);
 #endif
-        PackV(v + off, sp.ad, gs, h, 0, vp);
+        PackV(vs.base, vs.ad, gs, vs.h, 0, vp);
       },
       [&](int64_t h, const SparseChunk& ch, const float* kt, const float* vp, const Scratch& s,
           uint8_t* keep, std::vector<SparseStep>& steps) {
@@ -302,9 +349,11 @@ void RunSparsePairs(const BFloat16* k, const BFloat16* v, const SparseProblem& s
       sp, g.kpairs * kBlockK, (kBlockK / 2) * g.dv, width,
       [&](int64_t h, int64_t sub, float* kp, float* vp) {
         const Geometry gs = sp.sub_geometry(sub);
-        const int64_t off = sp.sub_start[static_cast<size_t>(sub)] * sp.ad.k_stride;
-        PackKPairsAvx512(k + off, sp.ad, gs, h, 0, reinterpret_cast<uint32_t*>(kp));
-        PackVPairsAvx512(v + off, sp.ad, gs, h, 0, reinterpret_cast<uint32_t*>(vp));
+        thread_local std::vector<BFloat16> stage_k, stage_v;
+        const SubBlockSource<BFloat16> ks = SubBlockRows(sp, k, h, sub, stage_k);
+        const SubBlockSource<BFloat16> vs = SubBlockRows(sp, v, h, sub, stage_v);
+        PackKPairsAvx512(ks.base, ks.ad, gs, ks.h, 0, reinterpret_cast<uint32_t*>(kp));
+        PackVPairsAvx512(vs.base, vs.ad, gs, vs.h, 0, reinterpret_cast<uint32_t*>(vp));
       },
       [&](int64_t h, const SparseChunk& ch, const float* kp, const float* vp, const Scratch& s,
           uint8_t* keep, std::vector<SparseStep>& steps) {
@@ -323,7 +372,7 @@ VIDAX_FA_BF16 void TaskSparseDpBf16(const SparseProblem& sp, const BFloat16* q, 
   const int64_t dv = g.dv, nvec = dv / 16, q_ld = g.kpairs, rows = ch.rows;
   sp.build_steps(h, ch.qb, kBlockK, steps);
   if (steps.empty()) return ZeroRows(sp, h, ch.q0, rows, out);
-  LoadQueryBf16(sp.ad, g, q, h, ch.q0, rows, rows, s.q16());
+  LoadSparseQueryBf16(sp, q, h, ch.q0, rows, rows, s.q16());
   const auto* qp = reinterpret_cast<const uint32_t*>(s.q16());
   const auto* p32 = reinterpret_cast<const uint32_t*>(s.p16());
   StartRows(fa::round_up(rows, 16), s);
@@ -370,7 +419,7 @@ VIDAX_FA_AMX void TaskSparseAmx(const SparseProblem& sp, const BFloat16* q, floa
   const int64_t nsteps = static_cast<int64_t>(steps.size());
   if (nsteps == 0) return ZeroRows(sp, h, ch.q0, rows, out);
   const int64_t groups = fa::ceil_div(rows, kAmxRows);
-  LoadQueryBf16(sp.ad, g, q, h, ch.q0, rows, groups * kAmxRows, s.q16());
+  LoadSparseQueryBf16(sp, q, h, ch.q0, rows, groups * kAmxRows, s.q16());
   StartRows(groups * kAmxRows, s);  // padded rows enter the tiles too: keep them 0
   // P rows past `rows` are never written by the softmax; zero them in both buffers (the rows
   // below are written in full, every key column, at each step).
@@ -440,10 +489,10 @@ VIDAX_FA_AMX void TaskSparseAmx(const SparseProblem& sp, const BFloat16* q, floa
 // kernel: -1 for f32 inputs, else a resolved AttentionBf16Kernel the machine has.
 void BlockSparseRun(int kernel, const void* q, const void* k, const void* v, float* out,
                     const BlockPartition& qp, const BlockPartition& kp, const BlockMask& mask,
-                    const TilePredicate& pred, const BlockSparseDims& d,
-                    const BlockSparseOutput& o) {
+                    const TilePredicate& pred, const BlockSparseDims& d, const BlockSparseOutput& o,
+                    const BlockSparseInput& in) {
   if (kernel < 0) {
-    const SparseProblem sp(qp, kp, mask, pred, d, o, kBlockQ);
+    const SparseProblem sp(qp, kp, mask, pred, d, o, in, kBlockQ);
     return SparseWidened(static_cast<const float*>(q), static_cast<const float*>(k),
                          static_cast<const float*>(v), out, sp);
   }
@@ -452,7 +501,7 @@ void BlockSparseRun(int kernel, const void* q, const void* k, const void* v, flo
   const auto* v16 = static_cast<const BFloat16*>(v);
 #if VIDAX_FA_AVX512
   if (kernel == static_cast<int>(AttentionBf16Kernel::kAmx)) {
-    const SparseProblem sp(qp, kp, mask, pred, d, o, kAmxGroups * kAmxRows);
+    const SparseProblem sp(qp, kp, mask, pred, d, o, in, kAmxGroups * kAmxRows);
     return RunSparsePairs(
         k16, v16, sp, kAmxKeys,
         [&](int64_t h, const SparseChunk& ch, const uint32_t* kpk, const uint32_t* vpk,
@@ -461,7 +510,7 @@ void BlockSparseRun(int kernel, const void* q, const void* k, const void* v, flo
         });
   }
   if (kernel == static_cast<int>(AttentionBf16Kernel::kAvx512Bf16)) {
-    const SparseProblem sp(qp, kp, mask, pred, d, o, kBlockQ);
+    const SparseProblem sp(qp, kp, mask, pred, d, o, in, kBlockQ);
     return RunSparsePairs(
         k16, v16, sp, kBlockK,
         [&](int64_t h, const SparseChunk& ch, const uint32_t* kpk, const uint32_t* vpk,
@@ -470,6 +519,6 @@ void BlockSparseRun(int kernel, const void* q, const void* k, const void* v, flo
         });
   }
 #endif
-  const SparseProblem sp(qp, kp, mask, pred, d, o, kBlockQ);
+  const SparseProblem sp(qp, kp, mask, pred, d, o, in, kBlockQ);
   SparseWidened(q16, k16, v16, out, sp);
 }

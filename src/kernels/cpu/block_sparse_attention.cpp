@@ -12,8 +12,8 @@ namespace {
 
 void validate(const void* q, const void* k, const void* v, const float* out,
               const BlockPartition& qp, const BlockPartition& kp, const BlockMask& mask,
-              const TilePredicate& predicate, const BlockSparseDims& d,
-              const BlockSparseOutput& o) {
+              const TilePredicate& predicate, const BlockSparseDims& d, const BlockSparseOutput& o,
+              const BlockSparseInput& in) {
   constexpr const char* kWhat = "block-sparse attention";
   qp.validate("block-sparse attention: query blocks");
   kp.validate("block-sparse attention: key blocks");
@@ -41,6 +41,22 @@ void validate(const void* q, const void* k, const void* v, const float* out,
     for (int64_t i = 0; i < qp.tokens(); ++i)
       if (o.rows[i] < 0 || o.rows[i] >= qp.tokens())
         throw_input_error(kWhat, ": output row ", o.rows[i], " outside [0, ", qp.tokens(), ")");
+  const int64_t src_heads = in.heads ? in.src_heads : d.heads;
+  if (in.heads)
+    for (int64_t h = 0; h < d.heads; ++h)
+      if (in.heads[h] < 0 || in.heads[h] >= src_heads)
+        throw_input_error(kWhat, ": input head ", in.heads[h], " outside [0, ", src_heads, ")");
+  if (in.stride != 0 && in.stride < src_heads * d.head_dim)
+    throw_input_error(kWhat, ": input stride ", in.stride, " < ", src_heads, " heads x ",
+                      d.head_dim);
+  if (in.rows) {
+    if (qp.tokens() != kp.tokens())
+      throw_input_error(kWhat, ": input rows need query and key blocks over the same tokens, got ",
+                        qp.tokens(), " and ", kp.tokens());
+    for (int64_t i = 0; i < qp.tokens(); ++i)
+      if (in.rows[i] < 0 || in.rows[i] >= qp.tokens())
+        throw_input_error(kWhat, ": input row ", in.rows[i], " outside [0, ", qp.tokens(), ")");
+  }
   if (!predicate) {
     for (int64_t h = 0; h < mask.heads(); ++h)
       for (int64_t qb = 0; qb < mask.q_blocks(); ++qb)
@@ -54,25 +70,27 @@ void validate(const void* q, const void* k, const void* v, const float* out,
 void block_sparse_attention(const float* q, const float* k, const float* v, float* out,
                             const BlockPartition& q_blocks, const BlockPartition& k_blocks,
                             const BlockMask& mask, const TilePredicate& predicate,
-                            const BlockSparseDims& d, const BlockSparseOutput& o) {
-  validate(q, k, v, out, q_blocks, k_blocks, mask, predicate, d, o);
-  detail::block_sparse_dispatch(-1, q, k, v, out, q_blocks, k_blocks, mask, predicate, d, o);
+                            const BlockSparseDims& d, const BlockSparseOutput& o,
+                            const BlockSparseInput& in) {
+  validate(q, k, v, out, q_blocks, k_blocks, mask, predicate, d, o, in);
+  detail::block_sparse_dispatch(-1, q, k, v, out, q_blocks, k_blocks, mask, predicate, d, o, in);
 }
 
 void block_sparse_attention(const BFloat16* q, const BFloat16* k, const BFloat16* v, float* out,
                             const BlockPartition& q_blocks, const BlockPartition& k_blocks,
                             const BlockMask& mask, const TilePredicate& predicate,
-                            const BlockSparseDims& d, const BlockSparseOutput& o) {
+                            const BlockSparseDims& d, const BlockSparseOutput& o,
+                            const BlockSparseInput& in) {
   block_sparse_attention_bf16(AttentionBf16Kernel::kAuto, q, k, v, out, q_blocks, k_blocks, mask,
-                              predicate, d, o);
+                              predicate, d, o, in);
 }
 
 void block_sparse_attention_bf16(AttentionBf16Kernel kernel, const BFloat16* q, const BFloat16* k,
                                  const BFloat16* v, float* out, const BlockPartition& q_blocks,
                                  const BlockPartition& k_blocks, const BlockMask& mask,
                                  const TilePredicate& predicate, const BlockSparseDims& d,
-                                 const BlockSparseOutput& o) {
-  validate(q, k, v, out, q_blocks, k_blocks, mask, predicate, d, o);
+                                 const BlockSparseOutput& o, const BlockSparseInput& in) {
+  validate(q, k, v, out, q_blocks, k_blocks, mask, predicate, d, o, in);
   if (!flash_attention_bf16_available(kernel))
     throw_input_error("block-sparse attention: bf16 kernel #", static_cast<int>(kernel),
                       " is not available on this machine (", flash_attention_target(), ")");
@@ -81,7 +99,7 @@ void block_sparse_attention_bf16(AttentionBf16Kernel kernel, const BFloat16* q, 
                  ? AttentionBf16Kernel::kAmx
                  : AttentionBf16Kernel::kWidened;
   detail::block_sparse_dispatch(static_cast<int>(kernel), q, k, v, out, q_blocks, k_blocks, mask,
-                                predicate, d, o);
+                                predicate, d, o, in);
 }
 
 }  // namespace vidax

@@ -586,9 +586,10 @@ namespace detail {
 void block_sparse_dispatch(int kernel, const void* q, const void* k, const void* v, float* out,
                            const BlockPartition& q_blocks, const BlockPartition& k_blocks,
                            const BlockMask& mask, const TilePredicate& predicate,
-                           const BlockSparseDims& d, const BlockSparseOutput& o) {
+                           const BlockSparseDims& d, const BlockSparseOutput& o,
+                           const BlockSparseInput& in) {
   HWY_DYNAMIC_DISPATCH(BlockSparseRun)
-  (kernel, q, k, v, out, q_blocks, k_blocks, mask, predicate, d, o);
+  (kernel, q, k, v, out, q_blocks, k_blocks, mask, predicate, d, o, in);
 }
 }  // namespace detail
 
