@@ -63,6 +63,10 @@ CONFIG = {
     "dit_obj_weight": 9.0,      # object voxels weigh 1 + this in the flow-matching loss
     "dit_frame_balance": 0,     # latent frame f weighs 1 / std_f^2 (train.py phase_dit)
     "train_shift": 3.0,         # sigma = shift u / (1 + (shift - 1) u), u ~ U(0, 1)
+    # umT5 pretraining on the captions (train.py phase_t5; 0 = the fixed random encoder): heads
+    # on every output row name the caption's attributes; the encoder then stays frozen.
+    "t5_pretrain_steps": 0, "t5_pretrain_batch": 64, "t5_pretrain_lr": 3e-3,
+    "t5_pretrain_holdout": 1000,
     "dit_train_t5": 0,          # 1: the umT5 encoder trains with the DiT (train.py phase_dit)
     # A first phase at low resolution (train.py phase_dit): dit_lowres_steps steps on the
     # latents of the same clips downscaled to dit_lowres_size (4x fewer tokens at 128), batch

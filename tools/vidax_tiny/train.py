@@ -10,6 +10,7 @@ skipped, an interrupted training phase continues from its last checkpoint):
   data       `vidax synth` clips (256x256x17) -> WORK/clips
   vae        Wan 2.1 VAE trained as a deterministic autoencoder on random crops -> WORK/vae.pt
   latents    every clip encoded once; per-channel statistics -> WORK/latents.pt
+  t5         (t5_pretrain_steps > 0) umT5 encoder taught to parse captions -> WORK/t5.pt
   dit        Wan 2.1 T2V DiT, flow matching on the normalised latents -> WORK/dit.pt
   export     official files -> OUT
 
@@ -342,6 +343,95 @@ def lowres_latents(args, n):
     return result
 
 
+# Attributes a caption names, each a class the pretraining heads predict from every token.
+# Objects are in the manifest's order (the caption's); a missing second object is class "none".
+def caption_labels(entries):
+    """manifest entries -> (LongTensor [n, attributes], classes per attribute)."""
+    bgs = sorted({e["background"] for e in entries})
+    cols = sorted({o["color"] for e in entries for o in e["objects"]})
+    shapes = sorted({o["shape"] for e in entries for o in e["objects"]})
+    motions = sorted({o["motion"] for e in entries for o in e["objects"]})
+    vocab = [bgs, [1, 2], cols, shapes, motions, cols + ["none"], shapes + ["none"],
+             motions + ["none"]]
+    rows = []
+    for e in entries:
+        objs = e["objects"]
+        second = objs[1] if len(objs) > 1 else {"color": "none", "shape": "none", "motion": "none"}
+        values = [e["background"], len(objs), objs[0]["color"], objs[0]["shape"], objs[0]["motion"],
+                  second["color"], second["shape"], second["motion"]]
+        rows.append([v.index(x) for v, x in zip(vocab, values)])
+    return torch.tensor(rows), [len(v) for v in vocab]
+
+
+def phase_t5(args):
+    """Teaches the umT5 encoder the caption grammar before the DiT reads it: linear heads on
+    every output row (EOS included) must name the caption's background, object count and each
+    object's colour, shape and motion. A frozen random encoder let the DiT see which colours a
+    caption names but not which one is the background's (docs/vidax-tiny.md); after this every
+    row carries the roles as separate features. The heads are dropped; the encoder is rounded to
+    bf16 (the exported dtype) and stays frozen while the DiT trains."""
+    out = os.path.join(args.work, "t5.pt")
+    steps = C["t5_pretrain_steps"]
+    if not steps or os.path.exists(out):
+        return
+    with open(os.path.join(args.work, "captions", "manifest.json")) as f:
+        entries = json.load(f)["clips"]
+    labels, classes = caption_labels(entries)
+    ids = tokenize(os.path.join(args.work, "spiece.model"), [e["caption"] for e in entries])
+    held = C["t5_pretrain_holdout"]  # the last captions, never trained on, for the accuracy log
+    t5 = make_t5(vocab_size(args.work))
+    t5.train()
+    heads = nn.ModuleList([nn.Linear(C["t5"]["dim"], k) for k in classes])
+    torch.manual_seed(C["seed"] + 4)
+    model = nn.ModuleDict({"t5": t5, "heads": heads})
+
+    def loss_and_accuracy(batch):
+        lmax = max(len(ids[i]) for i in batch)
+        ids_t = torch.zeros(len(batch), lmax, dtype=torch.int64)
+        for r, i in enumerate(batch):
+            ids_t[r, :len(ids[i])] = torch.tensor(ids[i])
+        mask = (ids_t != 0).long()  # pad id 0; every caption ends with EOS (1)
+        rows = t5(ids_t, mask).float()  # [B, L, dim]
+        valid = mask.bool()
+        lab = labels[batch]  # [B, attributes]
+        loss, right = 0.0, torch.ones(len(batch), dtype=torch.bool)
+        for j, head in enumerate(heads):
+            logits = head(rows)  # [B, L, classes]
+            want = lab[:, j:j + 1].expand(-1, lmax)
+            ce = F.cross_entropy(logits.transpose(1, 2), want, reduction="none")  # [B, L]
+            loss = loss + (ce * valid).sum() / valid.sum()
+            right &= ((logits.argmax(-1) == want) | ~valid).all(dim=1)
+        return loss / len(heads), float(right.float().mean())
+
+    train_n = len(ids) - held
+
+    def step(gen, k):
+        batch = torch.randint(train_n, (C["t5_pretrain_batch"],), generator=gen).tolist()
+        return loss_and_accuracy(batch)[0]
+
+    tr = Trainer("t5", args.work, model, C["t5_pretrain_lr"])
+    tr.run(steps, lambda k: lr_at(k, steps, C["t5_pretrain_lr"], 50), step)
+    t5.eval()
+    with torch.no_grad():
+        _, acc = loss_and_accuracy(list(range(train_n, len(ids))))
+        for p in t5.parameters():
+            p.copy_(p.to(torch.bfloat16).float())
+        _, acc16 = loss_and_accuracy(list(range(train_n, len(ids))))
+    log(f"t5: {held} held-out captions, captions with every attribute right on every row {acc:.4f} "
+        f"({acc16:.4f} after bf16 rounding)")
+    save_atomic({"model": t5.state_dict(), "seconds": tr.seconds, "heldout_accuracy": acc16}, out)
+
+
+def load_t5(work):
+    """The text encoder the DiT reads: the pretrained one when phase t5 ran, else the fixed
+    random initialisation."""
+    t5 = make_t5(vocab_size(work))
+    path = os.path.join(work, "t5.pt")
+    if C["t5_pretrain_steps"]:
+        t5.load_state_dict(torch.load(path)["model"])
+    return t5.eval()
+
+
 def phase_dit(args):
     out = os.path.join(args.work, "dit.pt")
     if os.path.exists(out):
@@ -356,7 +446,7 @@ def phase_dit(args):
         weight_lo = lo["foot"].float() * C["dit_obj_weight"] + 1
         log("dit: low-res latents", tuple(z_lo.shape), "std", round(float(z_lo.std()), 3))
     spm = os.path.join(args.work, "spiece.model")
-    t5 = make_t5(vocab_size(args.work))
+    t5 = load_t5(args.work)
     ids = tokenize(spm, lat["captions"])
     (ids_null,) = tokenize(spm, [""])
     ctx = encode_texts(t5, ids)
@@ -437,7 +527,7 @@ def phase_export(args):
     w, out = args.work, args.out
     os.makedirs(os.path.join(out, "google", "umt5-xxl"), exist_ok=True)
     shutil.copyfile(os.path.join(w, "spiece.model"), os.path.join(out, "google", "umt5-xxl", "spiece.model"))
-    t5 = make_t5(vocab_size(w))
+    t5 = load_t5(w)
     dit_state = torch.load(os.path.join(w, "dit.pt"))
     if "t5" in dit_state:  # trained with the DiT (dit_train_t5)
         t5.load_state_dict(dit_state["t5"])
@@ -463,7 +553,7 @@ def phase_export(args):
 
 
 PHASES = {"tokenizer": phase_tokenizer, "data": phase_data, "vae": phase_vae,
-          "latents": phase_latents, "dit": phase_dit, "export": phase_export}
+          "latents": phase_latents, "t5": phase_t5, "dit": phase_dit, "export": phase_export}
 
 
 def main():
