@@ -86,7 +86,7 @@ void sampled_attention_rows(const AttentionCall& call, int64_t head,
   softmax_columns(probs.data(), n, r, 1.0f);  // q was pre-scaled
 }
 
-// Functions using AVX-512 intrinsics; only reached on the AMX path (AMX implies AVX-512).
+// Functions using AVX-512 intrinsics; reached only where the CPU has AVX-512F (AMX implies it).
 #define VIDAX_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq")))
 
 namespace {
@@ -141,7 +141,7 @@ VIDAX_AVX512 void chunk_mass_avx512(float* pc, int64_t m, int64_t r, float scale
   }
 }
 
-// The same with plain loops (machines without AMX).
+// The same with plain loops (machines without AVX-512).
 void chunk_mass_plain(float* pc, int64_t m, int64_t r, float scale,
                       const std::vector<const uint64_t*>& bits, int64_t words,
                       const ChunkStats& out) {
@@ -170,7 +170,7 @@ void chunk_mass_plain(float* pc, int64_t m, int64_t r, float scale,
 
 void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<int64_t>& rows,
                                  const std::vector<const uint64_t*>& keep,
-                                 std::vector<double>& mass, bool allow_amx) {
+                                 std::vector<double>& mass, bool allow_fast) {
   const int64_t n = call.grid.tokens(), d = call.head_dim, heads = call.heads;
   const auto r = static_cast<int64_t>(rows.size());
   const auto sets = static_cast<int64_t>(keep.size());
@@ -180,7 +180,8 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
   const auto ud = static_cast<size_t>(d);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int64_t chunks = (n + kMassChunk - 1) / kMassChunk;
-  const bool amx = allow_amx && amx_bf16_usable();
+  const bool amx = allow_fast && amx_bf16_usable();
+  const bool avx512 = allow_fast && cpu_has_avx512f();
   // Per head: the sampled queries rounded unscaled (as the DiT rounds q before the kernel scales
   // scores), packed as the AMX "weight"; without AMX, the whole score matrix of the head from
   // one f32 GEMM on the rounded values (products of bf16 values are exact in f32).
@@ -188,6 +189,7 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
   std::vector<std::vector<float>> scores(amx ? 0 : static_cast<size_t>(heads));
   // The call's bf16 copies, when given, hold exactly these rounded values.
   const bool given16 = call.q16 != nullptr && call.k16 != nullptr;
+  std::unique_ptr<float[]> k;  // without AMX: one head's keys rounded, as f32 [n, d]
   for (int64_t h = 0; h < heads; ++h) {
     std::vector<BFloat16> q16(static_cast<size_t>(r) * ud);
     for (int64_t i = 0; i < r; ++i) {
@@ -204,14 +206,21 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
     }
     std::vector<float> qf(q16.size());
     convert_floats_serial(q16.data(), DType::kBF16, qf.data(), DType::kF32, qf.size());
-    std::unique_ptr<float[]> k(new float[static_cast<size_t>(n) * ud]);
-#pragma omp parallel for schedule(static)
-    for (int64_t j = 0; j < n; ++j) {
-      float* kr = &k[static_cast<size_t>(j) * ud];
-      const int64_t at = j * call.stride + h * d;
-      for (int64_t c = 0; c < d; ++c)
-        kr[c] =
-            given16 ? bf16_to_f32(call.k16[at + c].bits) : bf16_to_f32(f32_to_bf16(call.k[at + c]));
+    if (!k) k.reset(new float[static_cast<size_t>(n) * ud]);  // reused by every head
+#pragma omp parallel
+    {
+      std::vector<BFloat16> row16(given16 ? 0 : ud);
+#pragma omp for schedule(static)
+      for (int64_t j = 0; j < n; ++j) {
+        float* kr = &k[static_cast<size_t>(j) * ud];
+        const int64_t at = j * call.stride + h * d;
+        const BFloat16* src = call.k16 + at;
+        if (!given16) {  // round through bf16, as the kernel sees the key
+          convert_floats_serial(call.k + at, DType::kF32, row16.data(), DType::kBF16, ud);
+          src = row16.data();
+        }
+        convert_floats_serial(src, DType::kBF16, kr, DType::kF32, ud);
+      }
     }
     auto& sc = scores[static_cast<size_t>(h)];
     sc.resize(static_cast<size_t>(n * r));
@@ -244,6 +253,8 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
         else
           amx_gemm_bf16(call.k + j0 * call.stride + h * d, j1 - j0, call.stride,
                         w[static_cast<size_t>(h)], pc);
+        chunk_mass_avx512(pc, j1 - j0, r, scale, bits, words, out);
+      } else if (avx512) {
         chunk_mass_avx512(pc, j1 - j0, r, scale, bits, words, out);
       } else {
         chunk_mass_plain(pc, j1 - j0, r, scale, bits, words, out);

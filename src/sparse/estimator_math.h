@@ -29,11 +29,12 @@ void sampled_attention_rows(const AttentionCall& call, int64_t head,
 // turn, so the strided call is read row by row once) the keys are rounded while packed into AMX
 // tiles, the chunk's scores are exponentiated against the chunk maximum in cache (AVX-512) and
 // summed (f32 within the chunk), and the chunks are combined in double. Without AMX, one f32
-// GEMM per head on the rounded values and plain loops (allow_amx = false forces that path, so
-// tests cover it on AMX machines too).
+// GEMM per head on the rounded values, then the same chunk pass (AVX-512 where present, else
+// plain loops). allow_fast = false forces the GEMM and plain loops, so tests cover that path on
+// any machine.
 void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<int64_t>& rows,
                                  const std::vector<const uint64_t*>& keep,
-                                 std::vector<double>& mass, bool allow_amx = true);
+                                 std::vector<double>& mass, bool allow_fast = true);
 
 // c[m, n] = a[m, k] . b[n, k]^T, all f32 contiguous.
 void gemm_abt(const float* a, int64_t m, const float* b, int64_t n, int64_t k, float* c);

@@ -57,7 +57,7 @@ TEST(EstimatorMath, SampledMassEqualsTheScalarRowOnRoundedInputs) {
     sampled_attention_mass_bf16(d.call, rows, {bits[0].data(), bits[1].data(), bits[2].data()},
                                 mass);
     sampled_attention_mass_bf16(d.call, rows, {bits[0].data(), bits[1].data(), bits[2].data()},
-                                portable, /*allow_amx=*/false);
+                                portable, /*allow_fast=*/false);
     ASSERT_EQ(mass.size(), static_cast<size_t>(heads * 3 * rows_count));
     ASSERT_EQ(portable.size(), mass.size());
     // From the call's bf16 copies (what the DiT passes in bf16 mode), f32 rows NaN so they
@@ -73,11 +73,11 @@ TEST(EstimatorMath, SampledMassEqualsTheScalarRowOnRoundedInputs) {
       std::fill(poisoned.k.begin(), poisoned.k.end(), std::nanf(""));
       poisoned.call.q16 = q16.data();
       poisoned.call.k16 = k16.data();
-      for (const bool amx : {true, false}) {
+      for (const bool fast : {true, false}) {
         std::vector<double> from16;
         sampled_attention_mass_bf16(poisoned.call, rows,
-                                    {bits[0].data(), bits[1].data(), bits[2].data()}, from16, amx);
-        ASSERT_EQ(from16, amx ? mass : portable) << "bf16 copies, amx " << amx;
+                                    {bits[0].data(), bits[1].data(), bits[2].data()}, from16, fast);
+        ASSERT_EQ(from16, fast ? mass : portable) << "bf16 copies, fast path " << fast;
       }
     }
     // The reference on a copy whose q/k are rounded to bf16.
