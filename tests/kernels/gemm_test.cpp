@@ -1,5 +1,7 @@
 // oneDNN-backed PackedLinear against a plain double-precision reference, ragged sizes.
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "core/convert.h"
 #include "kernels/cpu/gemm.h"
@@ -91,6 +93,38 @@ TEST_P(GemmTest, RowCountsShareOnePackedWeight) {
     EXPECT_TRUE(all_close(lin(x), reference_linear(x, w, Tensor(), GemmEpilogue::kNone), 1e-5, 1e-5,
                           "m=" + std::to_string(m)));
   }
+}
+
+// The bf16 paths (VIDAX_GEMM: the machine's default, oneDNN's bf16 kernels, bf16 widened to
+// f32 in 512-row slices) against the reference, f32 and bf16 output, with a GELU epilogue; 1,100
+// rows give two full slices and a ragged one.
+TEST(Gemm, Bf16PathsMatchTheReferenceAcrossRowSlices) {
+  const int64_t m = 1100, k = 40, n = 33;
+  const Tensor x = random_tensor(Shape{m, k}, 21).to(DType::kBF16);
+  const Tensor w = random_tensor(Shape{n, k}, 22, 0.3f).to(DType::kBF16);
+  const Tensor b = random_tensor(Shape{n}, 23, 0.1f);
+  const Tensor ref = reference_linear(x, w, b, GemmEpilogue::kGeluTanh);
+  for (const char* mode : {"", "onednn", "widened"}) {
+    if (*mode) setenv("VIDAX_GEMM", mode, 1);
+    PackedLinear lin(w, b, DType::kBF16, GemmEpilogue::kGeluTanh);
+    unsetenv("VIDAX_GEMM");
+    EXPECT_EQ(gemm_weight_item_bytes(DType::kF32), 4);
+    EXPECT_TRUE(all_close(lin(x), ref, 1e-4, 1e-4, std::string("f32 out, mode '") + mode + "'"));
+    Tensor b16 = Tensor::zeros(Shape{m, n}, DType::kBF16);
+    lin.forward_bf16_out(x.raw_data(), m, b16.mutable_data<BFloat16>());
+    EXPECT_TRUE(all_close(b16, ref.to(DType::kBF16), 1e-4, 1.0 / 128,
+                          std::string("bf16 out, mode ") + mode));
+  }
+  // The widened path holds f32 weights: twice the bytes of a bf16 packing.
+  setenv("VIDAX_GEMM", "widened", 1);
+  EXPECT_EQ(gemm_weight_item_bytes(DType::kBF16), 4);
+  const PackedLinear widened(w, b, DType::kBF16);
+  setenv("VIDAX_GEMM", "onednn", 1);
+  EXPECT_EQ(gemm_weight_item_bytes(DType::kBF16), 2);
+  const PackedLinear onednn(w, b, DType::kBF16);
+  unsetenv("VIDAX_GEMM");
+  EXPECT_GE(widened.packed_bytes(), 2 * static_cast<size_t>(n * k) * 2);
+  EXPECT_LT(onednn.packed_bytes(), widened.packed_bytes());
 }
 
 INSTANTIATE_TEST_SUITE_P(Ragged, GemmTest,

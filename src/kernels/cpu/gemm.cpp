@@ -2,6 +2,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 #include <vector>
@@ -22,11 +23,25 @@ dnnl::engine& cpu_engine() {
 
 // --- AMX path: BF16 compute on machines with usable AMX-BF16 runs our own kernel
 // (kernels/cpu/amx_gemm.h) instead of oneDNN, unless VIDAX_GEMM=onednn (read per construction).
-bool use_amx_gemm(DType compute) {
-  if (compute != DType::kBF16 || !amx_bf16_usable()) return false;
+// VIDAX_GEMM (read per construction): "onednn" forces oneDNN's bf16 kernels, "widened" the
+// widened path (below), anything else or unset picks by the machine.
+std::string_view gemm_env() {
   const char* env = std::getenv("VIDAX_GEMM");
-  return env == nullptr || std::string_view(env) != "onednn";
+  return env != nullptr ? std::string_view(env) : std::string_view();
 }
+bool use_amx_gemm(DType compute) {
+  return compute == DType::kBF16 && amx_bf16_usable() && gemm_env() != "onednn" &&
+         gemm_env() != "widened";
+}
+// --- Widened path: BF16 compute without AMX runs oneDNN's f32 GEMM on the bf16 values widened
+// to f32 (exact: a product of two bf16 values is exact in f32, the sums are f32 either way).
+// Without AMX the f32 FMA rate is twice the vdpbf16ps rate on the machines measured
+// (docs/benchmarks.md, `vidax bench peak`), as for the attention kernels' `widened` choice.
+bool use_widened_gemm(DType compute) {
+  if (compute != DType::kBF16 || gemm_env() == "onednn") return false;
+  return gemm_env() == "widened" || !amx_bf16_usable();
+}
+constexpr int64_t kWidenRows = 512;  // rows of x widened (and run) at a time
 
 memory::data_type to_dnnl(DType d) {
   switch (d) {
@@ -42,6 +57,10 @@ memory::data_type to_dnnl(DType d) {
 
 }  // namespace
 
+int64_t gemm_weight_item_bytes(DType compute) {
+  return compute == DType::kBF16 && !use_widened_gemm(compute) ? 2 : 4;
+}
+
 struct PackedLinear::Impl {
   int64_t n = 0, k = 0;
   DType compute = DType::kF32;
@@ -56,13 +75,16 @@ struct PackedLinear::Impl {
   mutable std::mutex mu;
   mutable std::map<std::pair<int64_t, bool>, Entry> cache;  // (M, bf16 output)
   std::unique_ptr<AmxPackedWeight> amx;                     // set: the AMX path, no oneDNN
+  bool widened = false;  // BF16 compute through oneDNN f32 (use_widened_gemm)
+  // The dtype oneDNN computes in: f32 for the widened path.
+  DType kernel_dtype() const { return widened ? DType::kF32 : compute; }
 
   memory::desc weight_desc_any() const {
-    return memory::desc({k, n}, to_dnnl(compute), memory::format_tag::any);
+    return memory::desc({k, n}, to_dnnl(kernel_dtype()), memory::format_tag::any);
   }
 
   dnnl::matmul::primitive_desc make_pd(int64_t m, bool bf16_out = false) const {
-    memory::desc src({m, k}, to_dnnl(compute), memory::format_tag::ab);
+    memory::desc src({m, k}, to_dnnl(kernel_dtype()), memory::format_tag::ab);
     memory::desc dst({m, n}, bf16_out ? memory::data_type::bf16 : memory::data_type::f32,
                      memory::format_tag::ab);
     memory::desc wei = packed ? packed_desc : weight_desc_any();
@@ -87,7 +109,7 @@ struct PackedLinear::Impl {
     packed_desc = pd.weights_desc();
     packed = allocate_storage(packed_desc.get_size());
     // The plain [N, K] row-major weight is the [K, N] matrix in "ba" order.
-    memory::desc plain({k, n}, to_dnnl(compute), memory::format_tag::ba);
+    memory::desc plain({k, n}, to_dnnl(kernel_dtype()), memory::format_tag::ba);
     memory src_mem(plain, cpu_engine(), const_cast<void*>(plain_weight.raw_data()));
     memory dst_mem(packed_desc, cpu_engine(), packed->data());
     dnnl::stream s(cpu_engine());
@@ -112,6 +134,10 @@ PackedLinear::PackedLinear(const Tensor& weight, const Tensor& bias, DType compu
     return;
   }
   impl_->plain_weight = weight.dtype() == compute ? weight.contiguous() : weight.to(compute);
+  if (use_widened_gemm(compute)) {
+    impl_->widened = true;  // the bf16 values, widened
+    impl_->plain_weight = impl_->plain_weight.to(DType::kF32);
+  }
   if (bias.defined()) {
     VIDAX_CHECK(bias.numel() == impl_->n, "bias ", bias.describe(), " for weight ",
                 weight.describe());
@@ -153,6 +179,31 @@ void PackedLinear::run(const void* x, int64_t m, void* y, bool bf16_out) const {
     }
     return;
   }
+  if (im.widened) {
+    // x [m, k] bf16 widened kWidenRows rows at a time into f32 (a per-thread scratch), run in
+    // f32; a bf16 output is rounded from an f32 scratch after the epilogue, as oneDNN does.
+    thread_local std::vector<float> xs, ys;
+    const auto* xb = static_cast<const BFloat16*>(x);
+    for (int64_t r0 = 0; r0 < m; r0 += kWidenRows) {
+      const int64_t rows = std::min(kWidenRows, m - r0);
+      xs.resize(static_cast<size_t>(rows * im.k));
+      convert_floats(xb + r0 * im.k, DType::kBF16, xs.data(), DType::kF32, xs.size());
+      if (bf16_out) {
+        ys.resize(static_cast<size_t>(rows * im.n));
+        execute(xs.data(), rows, ys.data(), false);
+        convert_floats(ys.data(), DType::kF32, static_cast<BFloat16*>(y) + r0 * im.n, DType::kBF16,
+                       ys.size());
+      } else {
+        execute(xs.data(), rows, static_cast<float*>(y) + r0 * im.n, false);
+      }
+    }
+    return;
+  }
+  execute(x, m, y, bf16_out);
+}
+
+void PackedLinear::execute(const void* x, int64_t m, void* y, bool bf16_out) const {
+  Impl& im = *impl_;
   dnnl::matmul prim;
   {
     std::lock_guard<std::mutex> lock(im.mu);
@@ -166,7 +217,7 @@ void PackedLinear::run(const void* x, int64_t m, void* y, bool bf16_out) const {
     }
     prim = it->second.prim;
   }
-  memory::desc src_d({m, im.k}, to_dnnl(im.compute), memory::format_tag::ab);
+  memory::desc src_d({m, im.k}, to_dnnl(im.kernel_dtype()), memory::format_tag::ab);
   memory::desc dst_d({m, im.n}, bf16_out ? memory::data_type::bf16 : memory::data_type::f32,
                      memory::format_tag::ab);
   memory src(src_d, cpu_engine(), const_cast<void*>(x));

@@ -6,8 +6,12 @@
 // cached. An optional fused GELU (tanh or erf) post-op runs inside the GEMM.
 //
 // With compute BF16 on a machine with usable AMX-BF16, the weight is packed for and run by our
-// own AMX kernel (kernels/cpu/amx_gemm.h) instead; the environment variable VIDAX_GEMM=onednn
-// (read when a PackedLinear is constructed) forces oneDNN, so both can be compared in one build.
+// own AMX kernel (kernels/cpu/amx_gemm.h) instead; without AMX, the bf16 values are widened to
+// f32 (weights once at packing, x per call in 512-row slices) and run by oneDNN's f32 GEMM,
+// whose FMA rate is twice vdpbf16ps's on these machines (same products, f32 sums; twice the
+// weight memory). The environment variable VIDAX_GEMM (read when a PackedLinear is constructed)
+// = onednn forces oneDNN's bf16 kernels (bf16 weight memory), = widened the widened path, so the
+// paths can be compared in one build.
 //
 // Thread-safety: forward() may be called from one thread at a time per PackedLinear (the
 // primitive cache is guarded, but oneDNN itself parallelises with the shared OpenMP pool).
@@ -23,6 +27,10 @@
 namespace vidax {
 
 enum class GemmEpilogue { kNone, kGeluTanh, kGeluErf };
+
+// Bytes per weight element a PackedLinear of this compute dtype holds on this machine (and with
+// this VIDAX_GEMM): 4 for F32 and for BF16 widened to f32 (no AMX), else 2. For memory plans.
+int64_t gemm_weight_item_bytes(DType compute);
 
 class PackedLinear {
  public:
@@ -50,6 +58,8 @@ class PackedLinear {
 
  private:
   void run(const void* x, int64_t m, void* y, bool bf16_out) const;
+  // One oneDNN matmul of m rows in the kernel dtype (primitive cached per (m, bf16_out)).
+  void execute(const void* x, int64_t m, void* y, bool bf16_out) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
