@@ -10,6 +10,24 @@
 namespace vidax {
 namespace {
 
+// The output's or the input's map (BlockSparseOutput / BlockSparseInput): rows a permutation of
+// [0, tokens), heads in [0, map_heads), stride room for map_heads heads.
+void check_row_map(const char* which, const int32_t* rows, const int64_t* heads, int64_t map_heads,
+                   int64_t stride, int64_t tokens, const BlockSparseDims& d) {
+  constexpr const char* kWhat = "block-sparse attention";
+  const int64_t n = heads ? map_heads : d.heads;
+  if (heads)
+    for (int64_t h = 0; h < d.heads; ++h)
+      if (heads[h] < 0 || heads[h] >= n)
+        throw_input_error(kWhat, ": ", which, " head ", heads[h], " outside [0, ", n, ")");
+  if (stride != 0 && stride < n * d.head_dim)
+    throw_input_error(kWhat, ": ", which, " stride ", stride, " < ", n, " heads x ", d.head_dim);
+  if (rows)
+    for (int64_t i = 0; i < tokens; ++i)
+      if (rows[i] < 0 || rows[i] >= tokens)
+        throw_input_error(kWhat, ": ", which, " row ", rows[i], " outside [0, ", tokens, ")");
+}
+
 void validate(const void* q, const void* k, const void* v, const float* out,
               const BlockPartition& qp, const BlockPartition& kp, const BlockMask& mask,
               const TilePredicate& predicate, const BlockSparseDims& d, const BlockSparseOutput& o,
@@ -29,34 +47,11 @@ void validate(const void* q, const void* k, const void* v, const float* out,
                       kp.blocks());
   if (!mask.rows_built()) throw_input_error(kWhat, ": mask rows not built (call build_rows())");
   if (!q || !k || !v || !out) throw_input_error(kWhat, ": null q, k, v or out pointer");
-  const int64_t dest_heads = o.heads ? o.dest_heads : d.heads;
-  if (o.heads)
-    for (int64_t h = 0; h < d.heads; ++h)
-      if (o.heads[h] < 0 || o.heads[h] >= dest_heads)
-        throw_input_error(kWhat, ": output head ", o.heads[h], " outside [0, ", dest_heads, ")");
-  if (o.stride != 0 && o.stride < dest_heads * d.head_dim)
-    throw_input_error(kWhat, ": output stride ", o.stride, " < ", dest_heads, " heads x ",
-                      d.head_dim);
-  if (o.rows)
-    for (int64_t i = 0; i < qp.tokens(); ++i)
-      if (o.rows[i] < 0 || o.rows[i] >= qp.tokens())
-        throw_input_error(kWhat, ": output row ", o.rows[i], " outside [0, ", qp.tokens(), ")");
-  const int64_t src_heads = in.heads ? in.src_heads : d.heads;
-  if (in.heads)
-    for (int64_t h = 0; h < d.heads; ++h)
-      if (in.heads[h] < 0 || in.heads[h] >= src_heads)
-        throw_input_error(kWhat, ": input head ", in.heads[h], " outside [0, ", src_heads, ")");
-  if (in.stride != 0 && in.stride < src_heads * d.head_dim)
-    throw_input_error(kWhat, ": input stride ", in.stride, " < ", src_heads, " heads x ",
-                      d.head_dim);
-  if (in.rows) {
-    if (qp.tokens() != kp.tokens())
-      throw_input_error(kWhat, ": input rows need query and key blocks over the same tokens, got ",
-                        qp.tokens(), " and ", kp.tokens());
-    for (int64_t i = 0; i < qp.tokens(); ++i)
-      if (in.rows[i] < 0 || in.rows[i] >= qp.tokens())
-        throw_input_error(kWhat, ": input row ", in.rows[i], " outside [0, ", qp.tokens(), ")");
-  }
+  check_row_map("output", o.rows, o.heads, o.dest_heads, o.stride, qp.tokens(), d);
+  if (in.rows && qp.tokens() != kp.tokens())
+    throw_input_error(kWhat, ": input rows need query and key blocks over the same tokens, got ",
+                      qp.tokens(), " and ", kp.tokens());
+  check_row_map("input", in.rows, in.heads, in.src_heads, in.stride, qp.tokens(), d);
   if (!predicate) {
     for (int64_t h = 0; h < mask.heads(); ++h)
       for (int64_t qb = 0; qb < mask.q_blocks(); ++qb)

@@ -22,7 +22,7 @@ dnnl::engine& cpu_engine() {
 }
 
 // --- AMX path: BF16 compute on machines with usable AMX-BF16 runs our own kernel
-// (kernels/cpu/amx_gemm.h) instead of oneDNN, unless VIDAX_GEMM=onednn (read per construction).
+// (kernels/cpu/amx_gemm.h) instead of oneDNN.
 // VIDAX_GEMM (read per construction): "onednn" forces oneDNN's bf16 kernels, "widened" the
 // widened path (below), anything else or unset picks by the machine.
 std::string_view gemm_env() {
