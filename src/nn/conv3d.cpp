@@ -12,6 +12,7 @@
 
 #include "core/buffer.h"
 #include "core/convert.h"
+#include "kernels/cpu/onednn_bf16.h"
 
 namespace vidax {
 namespace {
@@ -42,7 +43,13 @@ struct Conv3d::Impl {
   std::array<int64_t, 3> k{};
   Conv3dParams p;
   DType compute = DType::kF32;
+  // BF16 compute where oneDNN has no bf16 convolution: the bf16 weights and inputs widened to
+  // f32 (kernels/cpu/onednn_bf16.h), run by the f32 primitives.
+  bool widened = false;
   Tensor bias;  // [C_out] f32 or undefined
+
+  // The dtype oneDNN computes in.
+  DType kernel_dtype() const { return widened ? DType::kF32 : compute; }
 
   struct Entry {
     dnnl::convolution_forward prim;
@@ -82,9 +89,10 @@ struct Conv3d::Impl {
     const int64_t wo = out_dim(w, 2, p.pad_left, p.pad_right);
     VIDAX_CHECK(to >= 1 && ho >= 1 && wo >= 1, "conv3d: empty output for input ", t, "x", h, "x",
                 w);
-    memory::desc src({1, cin, t, h, w}, to_dnnl(compute), memory::format_tag::ndhwc);
+    memory::desc src({1, cin, t, h, w}, to_dnnl(kernel_dtype()), memory::format_tag::ndhwc);
     memory::desc dst({1, cout, to, ho, wo}, memory::data_type::f32, memory::format_tag::ndhwc);
-    memory::desc wei({cout, cin, k[0], k[1], k[2]}, to_dnnl(compute), memory::format_tag::any);
+    memory::desc wei({cout, cin, k[0], k[1], k[2]}, to_dnnl(kernel_dtype()),
+                     memory::format_tag::any);
     const memory::dims strides = {p.stride[0], p.stride[1], p.stride[2]};
     const memory::dims pad_l = {0, p.pad_top, p.pad_left};
     const memory::dims pad_r = {0, effective_pad_hi(h, 1, p.pad_top, ho),
@@ -157,6 +165,7 @@ Conv3d::Conv3d(const Tensor& weight, const Tensor& bias, const Conv3dParams& par
                            : std::array<int64_t, 3>{1, weight.dim(2), weight.dim(3)};
   m.p = params;
   m.compute = compute;
+  m.widened = compute == DType::kBF16 && !onednn_bf16_supported();
   if (bias.defined()) {
     VIDAX_CHECK(bias.numel() == m.cout, "conv3d bias ", bias.describe(), " for weight ",
                 weight.describe());
@@ -164,16 +173,17 @@ Conv3d::Conv3d(const Tensor& weight, const Tensor& bias, const Conv3dParams& par
   }
   // The plain weight in the compute dtype ("oidhw"), reordered into the layout oneDNN wants for
   // a representative input; other layouts are derived from that copy on demand.
-  const Tensor plain = weight.to(compute);
-  const memory::desc plain_md({m.cout, m.cin, m.k[0], m.k[1], m.k[2]}, to_dnnl(compute),
+  const Tensor plain =
+      m.widened ? weight.to(DType::kBF16).to(DType::kF32) : weight.to(m.kernel_dtype());
+  const memory::desc plain_md({m.cout, m.cin, m.k[0], m.k[1], m.k[2]}, to_dnnl(m.kernel_dtype()),
                               memory::format_tag::oidhw);
   const int64_t probe_t = m.k[0], probe_h = std::max<int64_t>(m.k[1], 16),
                 probe_w = std::max<int64_t>(m.k[2], 16);
   {
     // Build a primitive descriptor only to learn the preferred weight layout.
-    memory::desc wei({m.cout, m.cin, m.k[0], m.k[1], m.k[2]}, to_dnnl(compute),
+    memory::desc wei({m.cout, m.cin, m.k[0], m.k[1], m.k[2]}, to_dnnl(m.kernel_dtype()),
                      memory::format_tag::any);
-    memory::desc src({1, m.cin, probe_t, probe_h, probe_w}, to_dnnl(compute),
+    memory::desc src({1, m.cin, probe_t, probe_h, probe_w}, to_dnnl(m.kernel_dtype()),
                      memory::format_tag::ndhwc);
     const int64_t ho = m.out_dim(probe_h, 1, m.p.pad_top, m.p.pad_bottom);
     const int64_t wo = m.out_dim(probe_w, 2, m.p.pad_left, m.p.pad_right);
@@ -221,6 +231,13 @@ void Conv3d::forward(const void* src, int64_t t_in, int64_t h, int64_t w, float*
   VIDAX_CHECK(impl_ != nullptr, "forward on an empty Conv3d");
   const Impl::Entry& e = impl_->entry(t_in, h, w, accumulate);
   const Impl::Packed& wei = impl_->packed_for(e.weights_md);
+  Buffer<float> widened;  // src [t_in, h, w, C_in] as f32 (the widened path only; per call)
+  if (impl_->widened) {
+    const size_t n = static_cast<size_t>(t_in * h * w * impl_->cin);
+    widened.resize(n);
+    convert_floats(src, DType::kBF16, widened.data(), DType::kF32, n);
+    src = widened.data();
+  }
   memory src_mem(e.src_md, cpu_engine(), const_cast<void*>(src));
   memory wei_mem(wei.md, cpu_engine(), wei.data->data());
   memory dst_mem(e.dst_md, cpu_engine(), dst);

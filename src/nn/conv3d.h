@@ -12,7 +12,9 @@
 // (T, H, W) and cached; the weight is reordered once at construction into the blocked layout
 // oneDNN picks (and once more per other layout if a later primitive asks for one). Compute F32:
 // f32 input, weights and accumulation. Compute BF16: bf16 input and weights, f32 accumulation,
-// f32 output (AMX on machines that have it).
+// f32 output (AMX on machines that have it); where oneDNN has no bf16 convolution (AVX2-only
+// machines, kernels/cpu/onednn_bf16.h) the bf16 weights and each call's input are widened to f32
+// and run by the f32 primitive: the same products, f32 sums, twice the weight memory.
 //
 // Scratch memory: every primitive runs on one grow-only scratchpad per calling thread (the size
 // of the largest primitive's), not one scratchpad per primitive.

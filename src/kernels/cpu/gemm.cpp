@@ -10,6 +10,7 @@
 #include "core/convert.h"
 #include "kernels/cpu/amx_gemm.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/onednn_bf16.h"
 
 namespace vidax {
 namespace {
@@ -37,8 +38,10 @@ bool use_amx_gemm(DType compute) {
 // to f32 (exact: a product of two bf16 values is exact in f32, the sums are f32 either way).
 // Without AMX the f32 FMA rate is twice the vdpbf16ps rate on the machines measured
 // (docs/benchmarks.md, `vidax bench peak`), as for the attention kernels' `widened` choice.
+// VIDAX_GEMM=onednn where oneDNN has no bf16 matmul (onednn_bf16_supported) also runs widened.
 bool use_widened_gemm(DType compute) {
-  if (compute != DType::kBF16 || gemm_env() == "onednn") return false;
+  if (compute != DType::kBF16) return false;
+  if (gemm_env() == "onednn") return !onednn_bf16_supported();
   return gemm_env() == "widened" || !amx_bf16_usable();
 }
 constexpr int64_t kWidenRows = 512;  // rows of x widened (and run) at a time
@@ -57,9 +60,7 @@ memory::data_type to_dnnl(DType d) {
 
 }  // namespace
 
-int64_t gemm_weight_item_bytes(DType compute) {
-  return compute == DType::kBF16 && !use_widened_gemm(compute) ? 2 : 4;
-}
+int64_t gemm_weight_item_bytes(DType compute) { return compute == DType::kBF16 ? 2 : 4; }
 
 struct PackedLinear::Impl {
   int64_t n = 0, k = 0;
@@ -68,7 +69,9 @@ struct PackedLinear::Impl {
   Tensor plain_weight;  // [N, K] in compute dtype; released once packed
   Tensor bias;          // [N] f32 or undefined
   memory::desc packed_desc;
-  std::shared_ptr<Storage> packed;  // weights in packed_desc layout
+  // Weights in packed_desc layout; on the widened path the same layout's values held as bf16
+  // (exact: they are bf16 values), widened into a per-thread f32 scratch at each call.
+  std::shared_ptr<Storage> packed;
   struct Entry {
     dnnl::matmul prim;
   };
@@ -116,6 +119,13 @@ struct PackedLinear::Impl {
     dnnl::reorder(src_mem, dst_mem).execute(s, src_mem, dst_mem);
     s.wait();
     plain_weight = Tensor();
+    if (widened) {
+      // Keep the packed f32 layout's values as bf16: half the weight memory.
+      const size_t elems = packed_desc.get_size() / sizeof(float);
+      auto narrow = allocate_storage(elems * sizeof(BFloat16));
+      convert_floats(packed->data(), DType::kF32, narrow->data(), DType::kBF16, elems);
+      packed = std::move(narrow);
+    }
   }
 };
 
@@ -157,7 +167,8 @@ int64_t PackedLinear::in_features() const { return impl_->k; }
 int64_t PackedLinear::out_features() const { return impl_->n; }
 DType PackedLinear::compute_dtype() const { return impl_->compute; }
 size_t PackedLinear::packed_bytes() const {
-  return impl_->amx ? impl_->amx->packed_bytes() : impl_->packed_desc.get_size();
+  if (impl_->amx) return impl_->amx->packed_bytes();
+  return impl_->widened ? impl_->packed_desc.get_size() / 2 : impl_->packed_desc.get_size();
 }
 
 void PackedLinear::forward(const void* x, int64_t m, float* y) const { run(x, m, y, false); }
@@ -180,9 +191,13 @@ void PackedLinear::run(const void* x, int64_t m, void* y, bool bf16_out) const {
     return;
   }
   if (im.widened) {
-    // x [m, k] bf16 widened kWidenRows rows at a time into f32 (a per-thread scratch), run in
-    // f32; a bf16 output is rounded from an f32 scratch after the epilogue, as oneDNN does.
-    thread_local std::vector<float> xs, ys;
+    // The weight is widened once per call into a per-thread f32 scratch (the largest weight
+    // this thread has run), then x [m, k] bf16 kWidenRows rows at a time, run in f32; a bf16
+    // output is rounded from an f32 scratch after the epilogue, as oneDNN does.
+    thread_local std::vector<float> ws, xs, ys;
+    const size_t weight_elems = im.packed_desc.get_size() / sizeof(float);
+    if (ws.size() < weight_elems) ws.resize(weight_elems);
+    convert_floats(im.packed->data(), DType::kBF16, ws.data(), DType::kF32, weight_elems);
     const auto* xb = static_cast<const BFloat16*>(x);
     for (int64_t r0 = 0; r0 < m; r0 += kWidenRows) {
       const int64_t rows = std::min(kWidenRows, m - r0);
@@ -190,19 +205,19 @@ void PackedLinear::run(const void* x, int64_t m, void* y, bool bf16_out) const {
       convert_floats(xb + r0 * im.k, DType::kBF16, xs.data(), DType::kF32, xs.size());
       if (bf16_out) {
         ys.resize(static_cast<size_t>(rows * im.n));
-        execute(xs.data(), rows, ys.data(), false);
+        execute(xs.data(), rows, ys.data(), false, ws.data());
         convert_floats(ys.data(), DType::kF32, static_cast<BFloat16*>(y) + r0 * im.n, DType::kBF16,
                        ys.size());
       } else {
-        execute(xs.data(), rows, static_cast<float*>(y) + r0 * im.n, false);
+        execute(xs.data(), rows, static_cast<float*>(y) + r0 * im.n, false, ws.data());
       }
     }
     return;
   }
-  execute(x, m, y, bf16_out);
+  execute(x, m, y, bf16_out, im.packed->data());
 }
 
-void PackedLinear::execute(const void* x, int64_t m, void* y, bool bf16_out) const {
+void PackedLinear::execute(const void* x, int64_t m, void* y, bool bf16_out, void* weights) const {
   Impl& im = *impl_;
   dnnl::matmul prim;
   {
@@ -221,7 +236,7 @@ void PackedLinear::execute(const void* x, int64_t m, void* y, bool bf16_out) con
   memory::desc dst_d({m, im.n}, bf16_out ? memory::data_type::bf16 : memory::data_type::f32,
                      memory::format_tag::ab);
   memory src(src_d, cpu_engine(), const_cast<void*>(x));
-  memory wei(im.packed_desc, cpu_engine(), im.packed->data());
+  memory wei(im.packed_desc, cpu_engine(), weights);
   memory dst(dst_d, cpu_engine(), y);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};

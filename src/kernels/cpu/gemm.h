@@ -7,11 +7,13 @@
 //
 // With compute BF16 on a machine with usable AMX-BF16, the weight is packed for and run by our
 // own AMX kernel (kernels/cpu/amx_gemm.h) instead; without AMX, the bf16 values are widened to
-// f32 (weights once at packing, x per call in 512-row slices) and run by oneDNN's f32 GEMM,
-// whose FMA rate is twice vdpbf16ps's on these machines (same products, f32 sums; twice the
-// weight memory). The environment variable VIDAX_GEMM (read when a PackedLinear is constructed)
-// = onednn forces oneDNN's bf16 kernels (bf16 weight memory), = widened the widened path, so the
-// paths can be compared in one build.
+// f32 and run by oneDNN's f32 GEMM, whose FMA rate is twice vdpbf16ps's on these machines (same
+// products, f32 sums). The weights stay bf16 in memory (in oneDNN's f32 packed layout) and are
+// widened per call into a per-thread scratch as large as the largest weight; x is widened in
+// 512-row slices. The environment variable VIDAX_GEMM (read when a PackedLinear is constructed)
+// = onednn forces oneDNN's bf16 kernels (where oneDNN has them: not on AVX2-only machines,
+// kernels/cpu/onednn_bf16.h), = widened the widened path, so the paths can be compared in one
+// build.
 //
 // Thread-safety: forward() may be called from one thread at a time per PackedLinear (the
 // primitive cache is guarded, but oneDNN itself parallelises with the shared OpenMP pool).
@@ -28,8 +30,8 @@ namespace vidax {
 
 enum class GemmEpilogue { kNone, kGeluTanh, kGeluErf };
 
-// Bytes per weight element a PackedLinear of this compute dtype holds on this machine (and with
-// this VIDAX_GEMM): 4 for F32 and for BF16 widened to f32 (no AMX), else 2. For memory plans.
+// Bytes per weight element a PackedLinear of this compute dtype holds: 4 for F32, 2 for BF16 on
+// every path (the widened path's per-thread f32 scratch is one weight, not counted). For plans.
 int64_t gemm_weight_item_bytes(DType compute);
 
 class PackedLinear {
@@ -58,8 +60,9 @@ class PackedLinear {
 
  private:
   void run(const void* x, int64_t m, void* y, bool bf16_out) const;
-  // One oneDNN matmul of m rows in the kernel dtype (primitive cached per (m, bf16_out)).
-  void execute(const void* x, int64_t m, void* y, bool bf16_out) const;
+  // One oneDNN matmul of m rows in the kernel dtype (primitive cached per (m, bf16_out)) with
+  // `weights` in the packed layout (the stored weights, or their widened copy).
+  void execute(const void* x, int64_t m, void* y, bool bf16_out, void* weights) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
