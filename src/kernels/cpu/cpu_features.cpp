@@ -29,6 +29,15 @@ bool cpu_has_avx512f() {
 #endif
 }
 
+bool cpu_has_avx2_fma() {
+#if defined(__x86_64__)
+  static const bool has = cpuid_bit(7, 0, kEbx, 5) && cpuid_bit(1, 0, kEcx, 12);
+  return has;
+#else
+  return false;
+#endif
+}
+
 bool cpu_has_avx512_bf16() {
 #if defined(__x86_64__)
   static const bool has = cpuid_bit(7, 1, kEax, 5);  // CPUID.(7,1):EAX[5]

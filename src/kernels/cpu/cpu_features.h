@@ -4,6 +4,7 @@
 
 namespace vidax {
 
+bool cpu_has_avx2_fma();  // AVX2 and FMA3
 bool cpu_has_avx512f();
 bool cpu_has_avx512_bf16();
 // AMX-TILE + AMX-BF16 present and, on Linux, the tile-data state granted to this process

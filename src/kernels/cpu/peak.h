@@ -1,8 +1,8 @@
 // Measures the machine's arithmetic peak with independent-accumulator FMA loops on all OpenMP
-// threads: f32 FMA (AVX-512 when present), bf16 dot products (AVX512_BF16 vdpbf16ps) and AMX bf16
-// tile products (TDPBF16PS) where the CPU has them. Used to
-// report what fraction of the hardware a benchmark reaches. Thread-safe (runs its own parallel
-// region); takes about `seconds` per measurement.
+// threads: f32 FMA (AVX-512 when present, else AVX2), bf16 dot products (AVX512_BF16 vdpbf16ps) and
+// AMX bf16 tile products (TDPBF16PS) where the CPU has them. Used to report what fraction of the
+// hardware a benchmark reaches. Thread-safe (runs its own parallel region); takes about `seconds`
+// per measurement.
 #pragma once
 
 namespace vidax {
