@@ -60,6 +60,8 @@ memory::data_type to_dnnl(DType d) {
 
 }  // namespace
 
+bool gemm_widens_bf16() { return use_widened_gemm(DType::kBF16); }
+
 int64_t gemm_weight_item_bytes(DType compute) { return compute == DType::kBF16 ? 2 : 4; }
 
 struct PackedLinear::Impl {

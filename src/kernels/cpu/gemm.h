@@ -34,6 +34,10 @@ enum class GemmEpilogue { kNone, kGeluTanh, kGeluErf };
 // every path (the widened path's per-thread f32 scratch is one weight, not counted). For plans.
 int64_t gemm_weight_item_bytes(DType compute);
 
+// Whether BF16 PackedLinears built now run widened (no AMX, or VIDAX_GEMM=widened): they then
+// need a per-thread f32 scratch of their largest weight.
+bool gemm_widens_bf16();
+
 class PackedLinear {
  public:
   PackedLinear();

@@ -282,18 +282,23 @@ Tensor T5Encoder::encode(const TokenizedText& text) {
 
 int64_t T5Encoder::weight_bytes(const T5Config& c, Precision precision) {
   const int64_t item = precision == Precision::kBF16 ? 2 : 4;
-  // What the GEMMs hold: bf16 weights are widened to f32 on machines without AMX (gemm.h).
+  // What the GEMMs hold (gemm.h); without AMX a bf16 GEMM also widens its weight per call into a
+  // per-thread f32 scratch as large as the largest weight (added below).
   const int64_t gemm_item =
       gemm_weight_item_bytes(precision == Precision::kBF16 ? DType::kBF16 : DType::kF32);
-  int64_t matrices = 0, small = 0;
+  int64_t matrices = 0, small = 0, largest = 0;
   for (const TensorDecl& d : t5_tensor_decls(c)) {
     if (d.name == "token_embedding.weight" || d.role == TensorRole::kVector ||
-        d.name.find("pos_embedding") != std::string::npos)
+        d.name.find("pos_embedding") != std::string::npos) {
       small += d.name == "token_embedding.weight" ? 0 : d.shape.numel() * 4;
-    else
+    } else {
       matrices += d.shape.numel() * gemm_item;
+      largest = std::max(largest, d.shape.numel());
+    }
   }
-  return matrices + small + c.vocab * c.dim * item;  // the fp32 path may keep a bf16 table
+  const int64_t widen_scratch = gemm_item == 2 && gemm_widens_bf16() ? largest * 4 : 0;
+  // + the fp32 path may keep a bf16 table
+  return matrices + small + widen_scratch + c.vocab * c.dim * item;
 }
 
 int64_t T5Encoder::activation_bytes(const T5Config& c, int64_t L) {
