@@ -3,9 +3,11 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -165,7 +167,10 @@ Conv3d::Conv3d(const Tensor& weight, const Tensor& bias, const Conv3dParams& par
                            : std::array<int64_t, 3>{1, weight.dim(2), weight.dim(3)};
   m.p = params;
   m.compute = compute;
-  m.widened = compute == DType::kBF16 && !onednn_bf16_supported();
+  // VIDAX_CONV=widened forces the widened path (tests run it on every machine).
+  const char* env = std::getenv("VIDAX_CONV");
+  const bool force_widened = env != nullptr && std::string_view(env) == "widened";
+  m.widened = compute == DType::kBF16 && (force_widened || !onednn_bf16_supported());
   if (bias.defined()) {
     VIDAX_CHECK(bias.numel() == m.cout, "conv3d bias ", bias.describe(), " for weight ",
                 weight.describe());
@@ -210,6 +215,7 @@ int64_t Conv3d::out_channels() const { return impl_->cout; }
 std::array<int64_t, 3> Conv3d::kernel() const { return impl_->k; }
 const Conv3dParams& Conv3d::params() const { return impl_->p; }
 DType Conv3d::compute_dtype() const { return impl_->compute; }
+bool Conv3d::widened() const { return impl_->widened; }
 
 size_t Conv3d::weight_bytes() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

@@ -14,7 +14,8 @@
 // f32 input, weights and accumulation. Compute BF16: bf16 input and weights, f32 accumulation,
 // f32 output (AMX on machines that have it); where oneDNN has no bf16 convolution (AVX2-only
 // machines, kernels/cpu/onednn_bf16.h) the bf16 weights and each call's input are widened to f32
-// and run by the f32 primitive: the same products, f32 sums, twice the weight memory.
+// and run by the f32 primitive: the same products, f32 sums, twice the weight memory
+// (VIDAX_CONV=widened, read at construction, forces that path on any machine).
 //
 // Scratch memory: every primitive runs on one grow-only scratchpad per calling thread (the size
 // of the largest primitive's), not one scratchpad per primitive.
@@ -53,6 +54,7 @@ class Conv3d {
   std::array<int64_t, 3> kernel() const;  // (kT, kH, kW)
   const Conv3dParams& params() const;
   DType compute_dtype() const;
+  bool widened() const;         // BF16 compute run as f32 on widened values (see above)
   size_t weight_bytes() const;  // bytes held by the reordered weights (all layouts)
 
   int64_t out_frames(int64_t t_in) const;

@@ -1,6 +1,7 @@
 // Conv3d (oneDNN, channels-last) against the scalar reference on ragged sizes: odd channel
 // counts, odd H/W, T = 1, 2, 5 (after the carried frames), causal 3x3x3, (3,1,1) time convs with
 // stride 1 and 2, 1x1x1, and 2-D 3x3 with padding 1 or the VAE's stride-2 right/bottom pad.
+#include <cstdlib>
 #include <tuple>
 
 #include "core/convert.h"
@@ -54,8 +55,15 @@ TEST_P(Conv3dTest, MatchesScalarReference) {
                             : random_tensor(Shape{c.cout, c.cin, c.kt, c.kh, c.kw}, 12, 0.3f);
   const Tensor bias = random_tensor(Shape{c.cout}, 13);
   const Tensor ref = conv3d_reference(x, weight, bias, c.p);
-  for (DType compute : {DType::kF32, DType::kBF16}) {
+  // F32, BF16 on this machine's path, BF16 forced through the widened path (VIDAX_CONV).
+  for (int mode = 0; mode < 3; ++mode) {
+    const DType compute = mode == 0 ? DType::kF32 : DType::kBF16;
+    if (mode == 2) setenv("VIDAX_CONV", "widened", 1);
     Conv3d conv(weight, bias, c.p, compute);
+    unsetenv("VIDAX_CONV");
+    if (mode == 2) {
+      ASSERT_TRUE(conv.widened());
+    }
     ASSERT_EQ(conv.out_frames(t_in), ref.dim(0));
     ASSERT_EQ(conv.out_height(h), ref.dim(1));
     ASSERT_EQ(conv.out_width(w), ref.dim(2));
@@ -68,7 +76,8 @@ TEST_P(Conv3dTest, MatchesScalarReference) {
       // bf16 inputs and weights: compare with the reference on the rounded operands.
       const Tensor ref16 =
           conv3d_reference(xin.to(DType::kF32), weight.to(DType::kBF16), bias, c.p);
-      EXPECT_TRUE(all_close(out, ref16, 1e-4, 1e-4, std::string(c.name) + " bf16"));
+      EXPECT_TRUE(all_close(out, ref16, 1e-4, 1e-4,
+                            std::string(c.name) + (mode == 2 ? " bf16 widened" : " bf16")));
     }
   }
 }

@@ -296,7 +296,8 @@ int64_t T5Encoder::weight_bytes(const T5Config& c, Precision precision) {
       largest = std::max(largest, d.shape.numel());
     }
   }
-  const int64_t widen_scratch = gemm_item == 2 && gemm_widens_bf16() ? largest * 4 : 0;
+  const int64_t widen_scratch =
+      precision == Precision::kBF16 && gemm_widens_bf16() ? largest * 4 : 0;
   // + the fp32 path may keep a bf16 table
   return matrices + small + widen_scratch + c.vocab * c.dim * item;
 }
