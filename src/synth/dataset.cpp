@@ -126,7 +126,7 @@ DatasetSummary write_dataset(const DatasetOptions& o,
     Tensor seeds = Tensor::zeros(Shape{n}, DType::kI64);  // [n]
     for (int64_t row = 0; row < n; ++row) {
       const int64_t index = first + row;
-      const SceneSpec s = sample_scene(o.seed + static_cast<uint64_t>(index));
+      const SceneSpec s = sample_scene(o.seed + static_cast<uint64_t>(index), o.layout);
       const Tensor clip = render_rgb8(s, g);  // [F, H, W, 3]
       std::memcpy(pixels.mutable_data<uint8_t>() + row * clip_bytes, clip.data<uint8_t>(),
                   static_cast<size_t>(clip_bytes));
@@ -158,6 +158,7 @@ DatasetSummary write_dataset(const DatasetOptions& o,
                          {"format_version", kDatasetFormatVersion},
                          {"generator_version", kGeneratorVersion},
                          {"seed", o.seed},
+                         {"layout", layout_name(o.layout)},
                          {"count", o.count},
                          {"geometry",
                           {{"width", g.width},
@@ -202,6 +203,8 @@ SynthDataset SynthDataset::open(const std::string& dir) {
     d.geometry_ = {g.at("width").get<int64_t>(), g.at("height").get<int64_t>(),
                    g.at("frames").get<int64_t>()};
     check_geometry(d.geometry_, path);
+    if (m.contains("layout"))
+      d.layout_ = parse_layout(m.at("layout").get<std::string>(), path + ": layout");
     for (const Json& s : m.at("shards")) {
       d.shards_.push_back(
           SafetensorsFile::open((fs::path(dir) / s.at("file").get<std::string>()).string()));

@@ -20,6 +20,7 @@
 #include "core/tensor.h"
 #include "io/safetensors.h"
 #include "synth/render.h"
+#include "synth/synth_world.h"
 
 namespace vidax::synth {
 
@@ -32,6 +33,7 @@ struct DatasetOptions {
   ClipGeometry geometry = kTinyGeometry;
   int64_t shard_size = 64;  // clips per shard file (64 x 256x256x17 RGB = 213 MiB)
   int64_t preview = 0;      // clips shown in preview.png; 0: none
+  Layout layout = Layout::kRandom;
 };
 
 struct DatasetSummary {
@@ -52,6 +54,7 @@ class SynthDataset {
 
   int64_t size() const { return static_cast<int64_t>(seeds_.size()); }
   const ClipGeometry& geometry() const { return geometry_; }
+  Layout layout() const { return layout_; }  // manifests without "layout" are random
   uint64_t seed(int64_t index) const { return seeds_.at(static_cast<size_t>(index)); }
   const std::string& caption(int64_t index) const {
     return captions_.at(static_cast<size_t>(index));
@@ -61,6 +64,7 @@ class SynthDataset {
 
  private:
   ClipGeometry geometry_;
+  Layout layout_ = Layout::kRandom;
   std::vector<uint64_t> seeds_;
   std::vector<std::string> captions_;
   std::vector<SafetensorsFile> shards_;

@@ -117,6 +117,50 @@ bool apart(const ObjectSpec& a, const ObjectSpec& b) {
   return true;
 }
 
+// kCanonical geometry of an object in slot 0 (alone: the centre; in a pair: the top-left
+// quadrant) or slot 1 (the bottom-right quadrant). Sizes, travel and bounce depth sit inside
+// sample_geometry's ranges, so a canonical scene is also a possible random one.
+ObjectSpec canonical_geometry(ObjectSpec o, int slot, bool pair) {
+  const int32_t cx = pair ? (slot == 0 ? 300 : 700) : 500, cy = cx;
+  const int32_t half_travel = pair ? 150 : 200;  // travel 300 (pair) or 400 permille
+  o.size0 = o.size1 = pair ? 80 : 100;
+  o.x0 = o.x1 = cx;
+  o.y0 = o.y1 = cy;
+  o.bounce_depth = 0;
+  switch (o.motion) {
+    case Motion::kLeft:
+      o.x0 = cx + half_travel;
+      o.x1 = cx - half_travel;
+      break;
+    case Motion::kRight:
+      o.x0 = cx - half_travel;
+      o.x1 = cx + half_travel;
+      break;
+    case Motion::kUp:
+      o.y0 = cy + half_travel;
+      o.y1 = cy - half_travel;
+      break;
+    case Motion::kDown:
+      o.y0 = cy - half_travel;
+      o.y1 = cy + half_travel;
+      break;
+    case Motion::kBounce:  // falls from half a travel above the slot to a travel below it
+      o.y0 = o.y1 = cy - half_travel;
+      o.bounce_depth = pair ? 300 : 350;
+      break;
+    case Motion::kGrow:
+    case Motion::kShrink: {
+      const int32_t small = pair ? 45 : 50, large = small * 19 / 10;
+      o.size0 = o.motion == Motion::kGrow ? small : large;
+      o.size1 = o.motion == Motion::kGrow ? large : small;
+      break;
+    }
+    case Motion::kStill:
+      break;
+  }
+  return o;
+}
+
 ObjectSpec sample_object(SynthRng& rng, int color, bool pair) {
   ObjectSpec o;
   o.color = color;
@@ -180,7 +224,26 @@ int32_t SynthRng::uniform(int32_t lo, int32_t hi) {
   return static_cast<int32_t>(lo + static_cast<int64_t>(r));
 }
 
-SceneSpec sample_scene(uint64_t seed) {
+std::string_view layout_name(Layout layout) {
+  return layout == Layout::kCanonical ? "canonical" : "random";
+}
+
+Layout parse_layout(std::string_view text, std::string_view flag) {
+  if (text == "random") return Layout::kRandom;
+  if (text == "canonical") return Layout::kCanonical;
+  throw_input_error(flag, ": expected random or canonical, got '", text, "'");
+}
+
+SceneSpec sample_scene(uint64_t seed, Layout layout) {
+  if (layout == Layout::kCanonical) {
+    // The random scene's attributes, sentence and phrasing; only the geometry is replaced.
+    SceneSpec s = sample_scene(seed, Layout::kRandom);
+    const bool pair = s.objects.size() == 2;
+    for (size_t i = 0; i < s.objects.size(); ++i)
+      s.objects[i] = canonical_geometry(s.objects[i], static_cast<int>(i), pair);
+    VIDAX_CHECK(!pair || apart(s.objects[0], s.objects[1]), "canonical slots overlap, seed ", seed);
+    return s;
+  }
   SceneSpec s;
   s.seed = seed;
   // A fixed offset keeps seed 0 away from splitmix's all-zero start.

@@ -38,6 +38,7 @@ TEST(Dataset, ExportAndReloadRoundTrip) {
 
   const SynthDataset d = SynthDataset::open(o.out_dir);
   ASSERT_EQ(d.size(), 7);
+  EXPECT_EQ(d.layout(), Layout::kRandom);
   EXPECT_EQ(d.geometry().width, 64);
   EXPECT_EQ(d.geometry().frames, 5);
   for (int64_t i = 0; i < d.size(); ++i) {
@@ -90,6 +91,26 @@ TEST(SynthCli, WritesADatasetTheLibraryReads) {
   EXPECT_EQ(fnv1a64(d.clip(2)), fnv1a64(render_rgb8(sample_scene(11), {64, 32, 9})));
   struct stat st {};
   EXPECT_EQ(::stat(dir.file("ds/preview.png").c_str(), &st), 0);
+}
+
+TEST(SynthCli, CanonicalLayoutIsRecordedAndRendered) {
+  TempDir dir;
+  const Result r = vidax("synth --out " + dir.file("ds") +
+                         " --count 4 --seed 21 --size 64x64 --frames 5 --layout canonical");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const SynthDataset d = SynthDataset::open(dir.file("ds"));
+  EXPECT_EQ(d.layout(), Layout::kCanonical);
+  for (int64_t i = 0; i < d.size(); ++i) {
+    const SceneSpec s = sample_scene(21 + static_cast<uint64_t>(i), Layout::kCanonical);
+    EXPECT_EQ(d.caption(i), caption(s));
+    EXPECT_EQ(fnv1a64(d.clip(i)), fnv1a64(render_rgb8(s, {64, 64, 5}))) << i;
+  }
+  const Result bad = vidax("synth --out " + dir.file("bad") + " --count 1 --layout grid");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--layout: expected random or canonical, got 'grid'"), std::string::npos)
+      << bad.out;
+  struct stat st {};
+  EXPECT_NE(::stat(dir.file("bad/manifest.json").c_str(), &st), 0);
 }
 
 TEST(SynthCli, AnalyzesGroundTruth) {

@@ -24,18 +24,19 @@ struct SynthArgs {
   int64_t preview = 0;
   bool analyze = false;
   std::string perturb = "none";
+  std::string layout = "random";
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void analyze_ground_truth(const SynthArgs& a, const synth::ClipGeometry& g) {
+void analyze_ground_truth(const SynthArgs& a, const synth::ClipGeometry& g, synth::Layout layout) {
   const auto start = std::chrono::steady_clock::now();
   synth::AdherenceTally tally;
   int listed = 0;
   for (int64_t i = 0; i < a.count; ++i) {
-    const synth::SceneSpec s = synth::sample_scene(a.seed + static_cast<uint64_t>(i));
+    const synth::SceneSpec s = synth::sample_scene(a.seed + static_cast<uint64_t>(i), layout);
     Tensor frames = synth::render_rgb8(s, g);  // [F, H, W, 3]
     if (a.perturb != "none")
       frames = synth::perturb(synth::rgb8_to_video(frames), a.perturb, s.seed, "--perturb");
@@ -51,22 +52,24 @@ void analyze_ground_truth(const SynthArgs& a, const synth::ClipGeometry& g) {
   }
   std::printf(
       "analyzer on %lld ground-truth clips (seeds %llu..%llu, %lldx%lld, %lld frames, "
-      "perturb %s), %.1f s:\n  %s\n",
+      "perturb %s, %s layout), %.1f s:\n  %s\n",
       static_cast<long long>(a.count), static_cast<unsigned long long>(a.seed),
       static_cast<unsigned long long>(a.seed + static_cast<uint64_t>(a.count) - 1),
       static_cast<long long>(g.width), static_cast<long long>(g.height),
-      static_cast<long long>(g.frames), a.perturb.c_str(), seconds_since(start),
+      static_cast<long long>(g.frames), a.perturb.c_str(),
+      std::string(synth::layout_name(layout)).c_str(), seconds_since(start),
       tally.summary().c_str());
 }
 
 void run_synth(const SynthArgs& a) {
   const auto [w, h] = parse_size(a.size, "--size");
   const synth::ClipGeometry g{w, h, a.frames};
+  const synth::Layout layout = synth::parse_layout(a.layout, "--layout");
   if (a.analyze) {
     if (a.count <= 0)
       throw_input_error("--count: expected a positive number of clips, got ", a.count);
     synth::check_geometry(g, "--size/--frames");
-    analyze_ground_truth(a, g);
+    analyze_ground_truth(a, g, layout);
     return;
   }
   if (a.out.empty()) throw_input_error("--out: required (the dataset folder to write)");
@@ -78,6 +81,7 @@ void run_synth(const SynthArgs& a) {
   o.geometry = g;
   o.shard_size = a.shard_size;
   o.preview = a.preview;
+  o.layout = layout;
   const auto summary = synth::write_dataset(o, [&](int64_t done) {
     std::printf("  %lld / %lld clips\n", static_cast<long long>(done),
                 static_cast<long long>(a.count));
@@ -109,6 +113,9 @@ void register_synth(CLI::App& app) {
                 "score the analyzer on rendered clips instead of writing a dataset");
   cmd->add_option("--perturb", a->perturb,
                   "with --analyze-ground-truth: none, noise, blur or jpeg (default none)");
+  cmd->add_option("--layout", a->layout,
+                  "random (default) or canonical: object placement fixed by the caption "
+                  "(vidax-tiny's DiT data; docs/synthetic-world.md)");
   cmd->fallthrough();
   cmd->callback([a] { run_synth(*a); });
 }
