@@ -167,10 +167,7 @@ Conv3d::Conv3d(const Tensor& weight, const Tensor& bias, const Conv3dParams& par
                            : std::array<int64_t, 3>{1, weight.dim(2), weight.dim(3)};
   m.p = params;
   m.compute = compute;
-  // VIDAX_CONV=widened forces the widened path (tests run it on every machine).
-  const char* env = std::getenv("VIDAX_CONV");
-  const bool force_widened = env != nullptr && std::string_view(env) == "widened";
-  m.widened = compute == DType::kBF16 && (force_widened || !onednn_bf16_supported());
+  m.widened = compute == DType::kBF16 && conv3d_widens_bf16();
   if (bias.defined()) {
     VIDAX_CHECK(bias.numel() == m.cout, "conv3d bias ", bias.describe(), " for weight ",
                 weight.describe());
@@ -216,6 +213,13 @@ std::array<int64_t, 3> Conv3d::kernel() const { return impl_->k; }
 const Conv3dParams& Conv3d::params() const { return impl_->p; }
 DType Conv3d::compute_dtype() const { return impl_->compute; }
 bool Conv3d::widened() const { return impl_->widened; }
+
+bool conv3d_widens_bf16() {
+  // VIDAX_CONV=widened forces the widened path (tests run it on every machine).
+  const char* env = std::getenv("VIDAX_CONV");
+  const bool forced = env != nullptr && std::string_view(env) == "widened";
+  return forced || !onednn_bf16_supported();
+}
 
 size_t Conv3d::weight_bytes() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

@@ -82,4 +82,8 @@ class Conv3d {
 Tensor conv3d_reference(const Tensor& src, const Tensor& weight, const Tensor& bias,
                         const Conv3dParams& params);
 
+// Whether a Conv3d with BF16 compute built now would take the widened path (see above): for
+// memory planners, which must count f32 weights and a per-call f32 copy of the input then.
+bool conv3d_widens_bf16();
+
 }  // namespace vidax
