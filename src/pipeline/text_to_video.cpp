@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "io/temp_paths.h"
 #include "io/video_writer.h"
+#include "kernels/cpu/gemm.h"
 #include "models/wan/dit_checkpoint.h"
 #include "models/wan/dit_tensors.h"
 #include "models/wan/t5_checkpoint.h"
@@ -126,6 +127,14 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   const double t5_weights = static_cast<double>(wan::T5Encoder::weight_bytes(tc, o.precision));
   const double dit_weights = static_cast<double>(wan::dit_parameter_count(dc)) *
                              (o.precision == wan::Precision::kBF16 ? 2.0 : 4.0);
+  // Where bf16 GEMMs widen (no oneDNN bf16 matmul, kernels/cpu/gemm.h), each call widens its
+  // weight into a per-thread f32 scratch as large as the largest matrix.
+  double dit_widen_scratch = 0;
+  if (o.precision == wan::Precision::kBF16 && gemm_widens_bf16()) {
+    for (const auto& d : wan::dit_tensor_decls(dc))
+      if (d.shape.rank() == 2)
+        dit_widen_scratch = std::max(dit_widen_scratch, 4.0 * static_cast<double>(d.shape.numel()));
+  }
   wan::VaeDecodeOptions tiling;
   tiling.tile_h = tiling.tile_w = o.vae_tile;
   tiling.overlap = o.vae_tile > 0 ? std::max<int64_t>(1, o.vae_tile / 8) : 0;
@@ -135,11 +144,11 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   const double vae_peak = 1.15 * static_cast<double>(wan::WanVae::decode_peak_bytes(
                                      vc, plan.video.height, plan.video.width, o.vae_precision,
                                      tiling, wan::VaeParts::kDecoder));
-  plan.memory.phases = {
-      {"encode text", t5_weights,
-       static_cast<double>(wan::T5Encoder::activation_bytes(tc, tc.text_len))},
-      {"denoise", dit_weights, wan::WanDit::activation_bytes(dc, plan.latent.tokens)},
-      {"decode", vae_weights, std::max(0.0, vae_peak - vae_weights)}};
+  plan.memory.phases = {{"encode text", t5_weights,
+                         static_cast<double>(wan::T5Encoder::activation_bytes(tc, tc.text_len))},
+                        {"denoise", dit_weights,
+                         wan::WanDit::activation_bytes(dc, plan.latent.tokens) + dit_widen_scratch},
+                        {"decode", vae_weights, std::max(0.0, vae_peak - vae_weights)}};
   plan.memory.resident_bytes = resident_bytes(tc, plan.latent);
   plan.available_bytes = available_memory_bytes();
   return plan;
