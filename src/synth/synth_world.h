@@ -89,8 +89,9 @@ struct SceneAttributes {
 //   kCanonical: the same attributes and caption as kRandom for that seed, but the geometry is a
 //     function of the caption alone: one object is centred, two sit in the top-left and
 //     bottom-right quadrants (first-named object top-left), each with a fixed size per count and
-//     a fixed travel about its slot. vidax-tiny's DiT is trained on this layout: a 2-hour CPU
-//     budget did not teach it to place objects at random positions (docs/vidax-tiny.md).
+//     a fixed travel about its slot. An easier world for training experiments (a DiT need not
+//     learn where to place objects); vidax-tiny's DiT trained on it did no better than on
+//     random placement (docs/vidax-tiny.md), so the shipped model uses kRandom.
 enum class Layout : uint8_t { kRandom, kCanonical };
 std::string_view layout_name(Layout layout);  // "random", "canonical"
 // InputError naming `flag` and the accepted names.

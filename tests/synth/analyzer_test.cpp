@@ -58,7 +58,7 @@ TEST(Analyzer, GroundTruthAccuracy) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
-// vidax-tiny's DiT learns the canonical layout, so the analyzer must read it as well.
+// Models trained on the canonical layout are scored by the same analyzer, so it must read it.
 TEST(Analyzer, GroundTruthAccuracyOnTheCanonicalLayout) {
   expect_high(tally("none", 100, 7000000, Layout::kCanonical), 0.98);
 }

@@ -59,6 +59,14 @@ CONFIG = {
     # policies need more than one head to route)
     "dit": dict(dim=128, ffn_dim=512, num_heads=2, num_layers=4, text_dim=64, freq_dim=256,
                 in_dim=16, out_dim=16, text_len=512),
+    # The DiT's clips: "random" (the shipped run) trains on the VAE's own clips; "canonical"
+    # on the same seeds drawn with `vidax synth --layout canonical` (object placement fixed by
+    # the caption). Canonical was tried on 2026-12-01 and did not beat random (docs/vidax-tiny.md).
+    "dit_layout": "random",
+    # bf16 autocast for the latents and the DiT (0: f32). The shipped run used bf16 (AMX);
+    # PyTorch's bf16 CPU kernels are a scalar fallback without AVX-512 (26 s per DiT step
+    # instead of 2.6 s in f32 on an AVX2-only Zen 3), so runs there need 0.
+    "dit_bf16": 1,
     "dit_steps": 3000, "dit_batch": 4, "dit_lr": 1e-3, "dit_warmup": 100,
     "dit_obj_weight": 9.0,      # object voxels weigh 1 + this in the flow-matching loss
     "dit_frame_balance": 0,     # latent frame f weighs 1 / std_f^2 (train.py phase_dit)

@@ -4,12 +4,13 @@ downsampled CSV for docs/vidax-tiny.md.
 
     /usr/bin/python3 tools/vidax_tiny/plot_loss.py WORK docs/img/vidax-tiny-loss.png docs/img/vidax-tiny-loss.csv
 
-Left panel VAE, right panel DiT: x = training step (linear, 0..last), y = log10 loss, grey =
+Left panel VAE, right panel DiT (a phase without its WORK/<phase>_loss.csv is left out): x = training step (linear, 0..last), y = log10 loss, grey =
 every step, dark = moving average over 25 steps. Horizontal grid lines at every power of ten
 and at 2x, 5x (light). The axis ranges are printed so the doc can state them.
 """
 import csv
 import math
+import os
 import struct
 import sys
 import zlib
@@ -79,7 +80,11 @@ def main():
     work, png, out_csv = sys.argv[1:4]
     panels, rows = [], []
     for name in ("vae", "dit"):
-        steps, loss = read(f"{work}/{name}_loss.csv")
+        path = f"{work}/{name}_loss.csv"
+        if not os.path.exists(path):  # a WORK that trained only some phases (train.py dit)
+            print(f"{name}: no {path}, panel left out")
+            continue
+        steps, loss = read(path)
         img, (lo, hi) = panel(steps, loss)
         panels.append(img)
         print(f"{name}: steps 0..{int(steps.max())}, log10 loss axis {lo}..{hi} "
@@ -88,8 +93,10 @@ def main():
         every = max(1, len(steps) // 20)
         for i in list(range(every - 1, len(steps), every)) + ([len(steps) - 1] if (len(steps) - 1) % every != every - 1 else []):
             rows.append([name, int(steps[i]), f"{sm[i]:.5f}"])
+    if not panels:
+        sys.exit(f"no vae_loss.csv or dit_loss.csv in {work}")
     sep = np.full((H, 8, 3), 255, np.uint8)
-    write_png(png, np.concatenate([panels[0], sep, panels[1]], axis=1))
+    write_png(png, np.concatenate([p for panel_img in panels for p in (panel_img, sep)][:-1], axis=1))
     with open(out_csv, "w", newline="") as f:
         wr = csv.writer(f)
         wr.writerow(["model", "step", "loss_avg25"])

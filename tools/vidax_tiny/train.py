@@ -93,6 +93,27 @@ def phase_data(args):
     log(f"data: {C['clips']} + {C['holdout']} held-out clips in {time.time() - t0:.0f} s")
 
 
+def dit_clip_dir(args):
+    """The DiT's clips: the VAE's own ("clips") or the canonical-layout copy of their seeds."""
+    if C["dit_layout"] == "random":
+        return os.path.join(args.work, "clips")
+    if C["dit_layout"] != "canonical":
+        sys.exit(f"dit_layout: expected random or canonical, got '{C['dit_layout']}'")
+    d = os.path.join(args.work, "dit_clips")
+    if not os.path.exists(os.path.join(d, "manifest.json")):
+        subprocess.run([args.vidax, "--threads", str(C["threads"]), "synth", "--out", d,
+                        "--count", str(min(C["clips"], C["dit_clips"])), "--seed",
+                        str(C["data_seed"]), "--size", f"{C['size']}x{C['size']}",
+                        "--frames", str(C["frames"]), "--shard-size", "64", "--preview", "8",
+                        "--layout", "canonical"], check=True, stdout=subprocess.DEVNULL)
+        log("data: canonical-layout clips for the DiT in", d)
+    return d
+
+
+def dit_autocast():
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(C["dit_bf16"]))
+
+
 # ----------------------------------------------------------------------------------------------
 
 
@@ -291,13 +312,13 @@ def phase_latents(args):
     vae = WanVAE(**C["vae"])
     vae.load_state_dict(torch.load(os.path.join(args.work, "vae.pt"))["model"])
     vae.eval()
-    ds = SynthDataset(os.path.join(args.work, "clips"))
+    ds = SynthDataset(dit_clip_dir(args))
     t0 = time.time()
     mus = []
     n = min(C["clips"], C["dit_clips"])
     for i in range(n):
         x = torch.from_numpy(ds.video(i)).unsqueeze(0)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with dit_autocast():
             mus.append(vae.encode_mu(x).float()[0])  # [16, 5, 32, 32]
         if (i + 1) % 64 == 0:
             log(f"latents: {i + 1}/{n} ({time.time() - t0:.0f} s)")
@@ -327,13 +348,13 @@ def lowres_latents(args, n):
     vae = WanVAE(**C["vae"])
     vae.load_state_dict(torch.load(os.path.join(args.work, "vae.pt"))["model"])
     vae.eval()
-    ds = SynthDataset(os.path.join(args.work, "clips"))
+    ds = SynthDataset(dit_clip_dir(args))
     t0 = time.time()
     mus, feet = [], []
     for i in range(n):
         small = downscale(ds.clip(i), C["dit_lowres_size"])
         x = torch.from_numpy(to_model(small)).unsqueeze(0)
-        with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        with dit_autocast(), torch.no_grad():
             mus.append(vae.encode_mu(x).float()[0])
         feet.append(torch.from_numpy(latent_footprint(object_mask(small))))
         if (i + 1) % 64 == 0:
@@ -462,7 +483,7 @@ def phase_dit(args):
     # Object tokens weigh 1 + dit_obj_weight in the loss: they are ~6% of the latent voxels, and
     # with a flat loss the DiT learnt the backgrounds and drew unasked-for blobs
     # (docs/vidax-tiny.md).
-    ds = SynthDataset(os.path.join(args.work, "clips"))
+    ds = SynthDataset(dit_clip_dir(args))
     weight = torch.stack([torch.from_numpy(latent_footprint(object_mask(ds.clip(i))))
                           for i in range(len(z))]).float() * C["dit_obj_weight"] + 1
     log(f"dit: object voxels {float((weight > 1).float().mean()):.3f} of the latents")
@@ -505,7 +526,7 @@ def phase_dit(args):
         else:
             contexts = [ctx_null if drop[j] else ctx[int(idx[j])] for j in range(bsz)]
         c, bias = dit.compact_context(contexts)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with dit_autocast():
             pred = dit(xt, sigma * 1000, c, rp, bias)
         wt = ws[idx].unsqueeze(1)  # [B, 1, F, H, W], broadcast over channels
         err = (pred.float() - (noise - x0)) ** 2

@@ -115,7 +115,7 @@ void register_synth(CLI::App& app) {
                   "with --analyze-ground-truth: none, noise, blur or jpeg (default none)");
   cmd->add_option("--layout", a->layout,
                   "random (default) or canonical: object placement fixed by the caption "
-                  "(vidax-tiny's DiT data; docs/synthetic-world.md)");
+                  "(docs/synthetic-world.md)");
   cmd->fallthrough();
   cmd->callback([a] { run_synth(*a); });
 }
