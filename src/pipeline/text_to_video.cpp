@@ -127,8 +127,8 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   const double t5_weights = static_cast<double>(wan::T5Encoder::weight_bytes(tc, o.precision));
   const double dit_weights = static_cast<double>(wan::dit_parameter_count(dc)) *
                              (o.precision == wan::Precision::kBF16 ? 2.0 : 4.0);
-  // Where bf16 GEMMs widen (no oneDNN bf16 matmul, kernels/cpu/gemm.h), each call widens its
-  // weight into a per-thread f32 scratch as large as the largest matrix.
+  // Where bf16 GEMMs widen (no AMX, or VIDAX_GEMM=widened: kernels/cpu/gemm.h), each call
+  // widens its weight into a per-thread f32 scratch as large as the largest matrix.
   double dit_widen_scratch = 0;
   if (o.precision == wan::Precision::kBF16 && gemm_widens_bf16()) {
     for (const auto& d : wan::dit_tensor_decls(dc))
