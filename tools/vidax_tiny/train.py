@@ -86,11 +86,17 @@ def phase_data(args):
     if os.path.exists(os.path.join(d, "manifest.json")):
         return
     t0 = time.time()
-    subprocess.run([args.vidax, "--threads", str(C["threads"]), "synth", "--out", d,
-                    "--count", str(C["clips"] + C["holdout"]), "--seed", str(C["data_seed"]),
-                    "--size", f"{C['size']}x{C['size']}", "--frames", str(C["frames"]),
-                    "--shard-size", "64", "--preview", "8"], check=True, stdout=subprocess.DEVNULL)
+    write_clips(args, d, C["clips"] + C["holdout"])
     log(f"data: {C['clips']} + {C['holdout']} held-out clips in {time.time() - t0:.0f} s")
+
+
+def write_clips(args, out, count, *extra):
+    """`vidax synth` clips data_seed .. data_seed + count - 1 at the training size into `out`."""
+    subprocess.run([args.vidax, "--threads", str(C["threads"]), "synth", "--out", out,
+                    "--count", str(count), "--seed", str(C["data_seed"]),
+                    "--size", f"{C['size']}x{C['size']}", "--frames", str(C["frames"]),
+                    "--shard-size", "64", "--preview", "8", *extra],
+                   check=True, stdout=subprocess.DEVNULL)
 
 
 def dit_clip_dir(args):
@@ -101,11 +107,7 @@ def dit_clip_dir(args):
         sys.exit(f"dit_layout: expected random or canonical, got '{C['dit_layout']}'")
     d = os.path.join(args.work, "dit_clips")
     if not os.path.exists(os.path.join(d, "manifest.json")):
-        subprocess.run([args.vidax, "--threads", str(C["threads"]), "synth", "--out", d,
-                        "--count", str(min(C["clips"], C["dit_clips"])), "--seed",
-                        str(C["data_seed"]), "--size", f"{C['size']}x{C['size']}",
-                        "--frames", str(C["frames"]), "--shard-size", "64", "--preview", "8",
-                        "--layout", "canonical"], check=True, stdout=subprocess.DEVNULL)
+        write_clips(args, d, min(C["clips"], C["dit_clips"]), "--layout", "canonical")
         log("data: canonical-layout clips for the DiT in", d)
     return d
 
@@ -327,7 +329,7 @@ def phase_latents(args):
     std = mu.std(dim=(0, 2, 3, 4))
     captions = [ds.caption(i) for i in range(n)]
     save_atomic({"mu": mu, "mean": mean, "std": std, "captions": captions,
-                 "seconds": time.time() - t0}, out)
+                 "layout": C["dit_layout"], "seconds": time.time() - t0}, out)
     log("latents: mean", mean.numpy().round(3), "std", std.numpy().round(3))
 
 
@@ -458,6 +460,10 @@ def phase_dit(args):
     if os.path.exists(out):
         return
     lat = torch.load(os.path.join(args.work, "latents.pt"))
+    # latents.pt is cached: a WORK encoded for the other layout would silently train on it.
+    if lat.get("layout", "random") != C["dit_layout"]:
+        sys.exit(f"dit: {args.work}/latents.pt holds {lat.get('layout', 'random')}-layout clips, "
+                 f"dit_layout is {C['dit_layout']}: remove it (and latents_lo*.pt) to re-encode")
     z = (lat["mu"] - lat["mean"].view(1, -1, 1, 1, 1)) / lat["std"].view(1, -1, 1, 1, 1)
     lowres = C["dit_lowres_steps"]
     if lowres:
