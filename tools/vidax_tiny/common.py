@@ -55,6 +55,15 @@ CONFIG = {
     # field reaches no zero padding, a case 9-frame crops never show. Low rate, cosine to 10%.
     "vae_long_steps": 400, "vae_long_batch": 1, "vae_long_crop": 128, "vae_long_frames": 17,
     "vae_long_lr": 2e-4,
+    # A fine-tuning phase after the VAE (train.py phase_vae_tune; 0 = off): the same
+    # reconstruction loss on whole 17-frame crops plus a static-consistency term, the latent's
+    # variance across latent frames of a still clip (one frame repeated), relative to the
+    # latent's variance. The VAE above encodes an unchanging black background as latents that
+    # drift across the 5 latent frames (channel 0: -0.78, 0.06, 0.06, 0.91, 1.15): a caption
+    # then fixes the background's latent only together with the frame index, which the DiT
+    # cannot read at sigma ~1 (RoPE is relative; nothing else in Wan's DiT knows positions).
+    "vae_tune_steps": 0, "vae_tune_batch": 1, "vae_tune_crop": 64, "vae_tune_lr": 2e-4,
+    "vae_tune_static_weight": 1.0, "vae_tune_bf16": 0,
     # Wan 2.1 T2V DiT: 2 heads of 64 (config.json carries num_heads; per-head sparse attention
     # policies need more than one head to route)
     "dit": dict(dim=128, ffn_dim=512, num_heads=2, num_layers=4, text_dim=64, freq_dim=256,

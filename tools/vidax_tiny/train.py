@@ -9,6 +9,7 @@ skipped, an interrupted training phase continues from its last checkpoint):
   tokenizer  caption-only dataset -> spm_train unigram -> WORK/spiece.model
   data       `vidax synth` clips (256x256x17) -> WORK/clips
   vae        Wan 2.1 VAE trained as a deterministic autoencoder on random crops -> WORK/vae.pt
+  vae_tune   (vae_tune_steps > 0) fine-tuned so still content keeps one latent -> WORK/vae_tuned.pt
   latents    every clip encoded once; per-channel statistics -> WORK/latents.pt
   t5         (t5_pretrain_steps > 0) umT5 encoder taught to parse captions -> WORK/t5.pt
   dit        Wan 2.1 T2V DiT, flow matching on the normalised latents -> WORK/dit.pt
@@ -306,13 +307,63 @@ def phase_vae(args):
     log(f"vae: done in {tr.seconds:.0f} s")
 
 
+def vae_path(work):
+    """The VAE the later phases encode with: the fine-tuned one when vae_tune_steps > 0."""
+    return os.path.join(work, "vae_tuned.pt" if C["vae_tune_steps"] else "vae.pt")
+
+
+def static_spread(mu):
+    """mu [b, z, f, h, w] of still clips -> the variance across latent frames relative to the
+    variance of the whole latent (0 when every latent frame is the same)."""
+    return mu.float().var(dim=2).mean() / mu.float().var().detach().clamp_min(1e-6)
+
+
+def phase_vae_tune(args):
+    """vae.pt -> vae_tuned.pt: a fresh AdamW run of vae_tune_steps on pairs of (a 17-frame crop,
+    the same crop with one of its frames held still), the phase_vae reconstruction loss on both
+    plus vae_tune_static_weight * static_spread of the still one's latent."""
+    out = os.path.join(args.work, "vae_tuned.pt")
+    if not C["vae_tune_steps"] or os.path.exists(out):
+        return
+    vae = WanVAE(**C["vae"])
+    vae.load_state_dict(torch.load(os.path.join(args.work, "vae.pt"))["model"])
+    ds = SynthDataset(os.path.join(args.work, "clips"))
+    n_train, crop, nf = C["clips"], C["vae_tune_crop"], ds.frames
+
+    def step(gen, k):
+        xs, ws = [], []
+        for _ in range(C["vae_tune_batch"]):
+            i = int(torch.randint(n_train, (1,), generator=gen))
+            clip = ds.clip(i)  # [F, H, W, 3] u8
+            y0, x0 = crop_origin(gen, object_mask(clip)[0], crop, ds.height, ds.width)
+            clip = clip[:, y0:y0 + crop, x0:x0 + crop]
+            held = int(torch.randint(nf, (1,), generator=gen))
+            for c in (clip, np.repeat(clip[held:held + 1], nf, axis=0)):
+                xs.append(torch.from_numpy(np.ascontiguousarray(c)).permute(3, 0, 1, 2))
+                ws.append(torch.from_numpy(object_mask(c)))
+        x = (torch.stack(xs).float() - 127.5) / 127.5  # [2b, 3, F, crop, crop]: moving, still, ...
+        w = 1.0 + C["vae_obj_weight"] * torch.stack(ws).float().unsqueeze(1)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(C["vae_tune_bf16"])):
+            mu = vae.encode_mu(x)
+            rec = vae.decode(mu)
+        e = rec.float() - x
+        recon = (w * (e.abs() + e * e)).mean() / w.mean() + 1e-4 * mu.float().pow(2).mean()
+        return recon + C["vae_tune_static_weight"] * static_spread(mu[1::2])
+
+    total = C["vae_tune_steps"]
+    tr = Trainer("vae_tune", args.work, vae, C["vae_tune_lr"])
+    tr.run(total, lambda k: lr_at(k, total, C["vae_tune_lr"], 20), step, clip=C["vae_clip"])
+    save_atomic({"model": vae.state_dict(), "seconds": tr.seconds}, out)
+    log(f"vae_tune: done in {tr.seconds:.0f} s")
+
+
 @torch.no_grad()
 def phase_latents(args):
     out = os.path.join(args.work, "latents.pt")
     if os.path.exists(out):
         return
     vae = WanVAE(**C["vae"])
-    vae.load_state_dict(torch.load(os.path.join(args.work, "vae.pt"))["model"])
+    vae.load_state_dict(torch.load(vae_path(args.work))["model"])
     vae.eval()
     ds = SynthDataset(dit_clip_dir(args))
     t0 = time.time()
@@ -348,7 +399,7 @@ def lowres_latents(args, n):
     if os.path.exists(out):
         return torch.load(out)
     vae = WanVAE(**C["vae"])
-    vae.load_state_dict(torch.load(os.path.join(args.work, "vae.pt"))["model"])
+    vae.load_state_dict(torch.load(vae_path(args.work))["model"])
     vae.eval()
     ds = SynthDataset(dit_clip_dir(args))
     t0 = time.time()
@@ -561,7 +612,7 @@ def phase_export(args):
     torch.save({k: v.to(torch.bfloat16) for k, v in t5.state_dict().items()},
                os.path.join(out, "models_t5_umt5-xxl-enc-bf16.pth"))
     vae = WanVAE(**C["vae"])
-    vae.load_state_dict(torch.load(os.path.join(w, "vae.pt"))["model"])
+    vae.load_state_dict(torch.load(vae_path(w))["model"])
     lat = torch.load(os.path.join(w, "latents.pt"))
     fold_latent_stats(vae, lat["mean"].tolist(), lat["std"].tolist())
     torch.save({k: v.float() for k, v in vae.state_dict().items()}, os.path.join(out, "Wan2.1_VAE.pth"))
@@ -580,7 +631,7 @@ def phase_export(args):
 
 
 PHASES = {"tokenizer": phase_tokenizer, "data": phase_data, "vae": phase_vae,
-          "latents": phase_latents, "t5": phase_t5, "dit": phase_dit, "export": phase_export}
+          "vae_tune": phase_vae_tune, "latents": phase_latents, "t5": phase_t5, "dit": phase_dit, "export": phase_export}
 
 
 def main():

@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""Diagnostics for a vidax-tiny WORK directory (docs/vidax-tiny.md, "The DiT cannot tell the
+latent frames apart"). One thread; each runs in well under a minute.
+
+    probe.py latents WORK         how much of the clips' global colour the caption's background
+                                  explains with and without knowing the latent frame
+    probe.py still WORK VAE.pt    static spread of still clips' latents (0: every latent frame
+                                  the same) and round-trip PSNR, 4 held-out clips at 256x256x17
+    probe.py x0 WORK DIT.pt       the DiT's x0 prediction at sigma 1 / 0.9 / 0.7 on 8 training
+                                  latents against the truth and against the dataset mean
+
+WORK needs latents.pt (x0, latents), clips/ (still) and spiece.model (x0). DIT.pt and VAE.pt may
+be results (dit.pt, vae.pt) or checkpoints (*_ckpt.pt).
+"""
+import os
+import re
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import train  # noqa: E402
+from common import CONFIG as C, encode_texts, tokenize  # noqa: E402
+from dataset import SynthDataset  # noqa: E402
+from models import WanDiT, WanVAE, rope_table  # noqa: E402
+
+BACKGROUND = re.compile(r"(?:on|against) an? (.*?) background")
+
+
+def normalised(lat):
+    """latents.pt -> z [N, 16, F, H, W], zero mean / unit variance per channel (what the DiT sees)."""
+    return (lat["mu"].float() - lat["mean"].view(1, -1, 1, 1, 1)) / lat["std"].view(1, -1, 1, 1, 1)
+
+
+def probe_latents(work):
+    lat = torch.load(os.path.join(work, "latents.pt"))
+    z = normalised(lat)
+    g = z.mean(dim=(3, 4))  # [N, C, F]: each latent frame's mean ("global colour")
+    bg = [BACKGROUND.search(c).group(1) for c in lat["captions"]]
+    aware = agnostic = 0.0
+    for name in sorted(set(bg)):
+        gb = g[[i for i, b in enumerate(bg) if b == name]]
+        aware += float(((gb - gb.mean(0, keepdim=True)) ** 2).sum())
+        agnostic += float(((gb - gb.mean(dim=(0, 2), keepdim=True)) ** 2).sum())
+    total = float(((g - g.mean(0)) ** 2).mean())
+    print(f"global colour variance {total:.3f}; left by the background word, per latent frame "
+          f"{aware / g.numel():.3f}, one value for all frames {agnostic / g.numel():.3f}")
+    print("std of each latent frame", z.std(dim=(0, 1, 3, 4)).numpy().round(3))
+
+
+def probe_still(work, vae_file):
+    vae = WanVAE(**C["vae"])
+    state = torch.load(vae_file)
+    vae.load_state_dict(state.get("model", state))
+    vae.eval()
+    ds = SynthDataset(os.path.join(work, "clips"))
+    spread, p_moving, p_still = [], [], []
+    first = C["clips"]  # the held-out clips
+    for i in range(first, first + C["holdout"]):
+        clip = ds.clip(i)
+        still = np.repeat(clip[ds.frames // 2:ds.frames // 2 + 1], ds.frames, axis=0)
+        for c, psnrs in ((clip, p_moving), (still, p_still)):
+            x = (torch.from_numpy(np.ascontiguousarray(c)).permute(3, 0, 1, 2).float()[None] - 127.5) / 127.5
+            with torch.no_grad():
+                mu = vae.encode_mu(x)
+                psnrs.append(train.psnr(vae.decode(mu), x))
+            if c is still:
+                spread.append(float(train.static_spread(mu)))
+    print(f"static spread {np.mean(spread):.3f}; PSNR moving {np.mean(p_moving):.2f} dB, "
+          f"still {np.mean(p_still):.2f} dB")
+
+
+def probe_x0(work, dit_file):
+    lat = torch.load(os.path.join(work, "latents.pt"))
+    z = normalised(lat)
+    dit = WanDiT(**C["dit"])
+    state = torch.load(dit_file)
+    dit.load_state_dict(state.get("model", state))
+    dit.eval()
+    n = 8
+    x0 = z[:n]
+    ids = tokenize(os.path.join(work, "spiece.model"), lat["captions"][:n])
+    ctx, bias = dit.compact_context(encode_texts(train.load_t5(work), ids))
+    cos, sin = rope_table(x0.shape[2], x0.shape[3] // 2, x0.shape[4] // 2,
+                          dit.blocks[0].self_attn.head_dim)
+    mean = z.mean(0, keepdim=True)
+    gen = torch.Generator().manual_seed(1)
+    for s in (1.0, 0.9, 0.7):
+        noise = torch.randn(x0.shape, generator=gen)
+        xt = (1 - s) * x0 + s * noise
+        with torch.no_grad():
+            v = dit(xt, torch.full((n,), s * 1000.0), ctx, (cos.float(), sin.float()), bias).float()
+        pred = xt - s * v
+        pg, tg = pred.mean(dim=(3, 4)), x0.mean(dim=(3, 4))
+        print(f"sigma {s}: mse {float(((pred - x0) ** 2).mean()):.3f} (dataset mean "
+              f"{float(((mean - x0) ** 2).mean()):.3f}); global colour mse "
+              f"{float(((pg - tg) ** 2).mean()):.3f} (dataset mean "
+              f"{float(((mean.mean(dim=(3, 4)) - tg) ** 2).mean()):.3f})")
+
+
+def main():
+    torch.set_num_threads(1)
+    if len(sys.argv) < 3 or sys.argv[1] not in ("latents", "still", "x0") or \
+            len(sys.argv) != (3 if sys.argv[1] == "latents" else 4):
+        sys.exit(__doc__)
+    what, work = sys.argv[1], sys.argv[2]
+    if what == "latents":
+        probe_latents(work)
+    elif what == "still":
+        probe_still(work, sys.argv[3])
+    else:
+        probe_x0(work, sys.argv[3])
+
+
+if __name__ == "__main__":
+    main()
