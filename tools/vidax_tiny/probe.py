@@ -61,7 +61,7 @@ def probe_still(work, vae_file):
         clip = ds.clip(i)
         still = np.repeat(clip[ds.frames // 2:ds.frames // 2 + 1], ds.frames, axis=0)
         for c, psnrs in ((clip, p_moving), (still, p_still)):
-            x = (torch.from_numpy(np.ascontiguousarray(c)).permute(3, 0, 1, 2).float()[None] - 127.5) / 127.5
+            x = (torch.from_numpy(np.array(c)).permute(3, 0, 1, 2).float()[None] - 127.5) / 127.5  # a copy: clips are read-only
             with torch.no_grad():
                 mu = vae.encode_mu(x)
                 psnrs.append(train.psnr(vae.decode(mu), x))
