@@ -62,6 +62,8 @@ CONFIG = {
     # drift across the 5 latent frames (channel 0: -0.78, 0.06, 0.06, 0.91, 1.15): a caption
     # then fixes the background's latent only together with the frame index, which the DiT
     # cannot read at sigma ~1 (RoPE is relative; nothing else in Wan's DiT knows positions).
+    # 800 steps took the spread from 0.33 to 0.005, but DiTs trained on the tuned latents were
+    # no better (2026-12-01, docs/vidax-tiny.md), so it stays off in the shipped recipe.
     "vae_tune_steps": 0, "vae_tune_batch": 1, "vae_tune_crop": 64, "vae_tune_lr": 2e-4,
     "vae_tune_static_weight": 1.0, "vae_tune_bf16": 0,
     # Wan 2.1 T2V DiT: 2 heads of 64 (config.json carries num_heads; per-head sparse attention
