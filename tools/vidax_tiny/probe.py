@@ -28,14 +28,9 @@ from models import WanDiT, WanVAE, rope_table  # noqa: E402
 BACKGROUND = re.compile(r"(?:on|against) an? (.*?) background")
 
 
-def normalised(lat):
-    """latents.pt -> z [N, 16, F, H, W], zero mean / unit variance per channel (what the DiT sees)."""
-    return (lat["mu"].float() - lat["mean"].view(1, -1, 1, 1, 1)) / lat["std"].view(1, -1, 1, 1, 1)
-
-
 def probe_latents(work):
     lat = torch.load(os.path.join(work, "latents.pt"))
-    z = normalised(lat)
+    z = train.normalised_latents(lat).float()
     g = z.mean(dim=(3, 4))  # [N, C, F]: each latent frame's mean ("global colour")
     bg = [BACKGROUND.search(c).group(1) for c in lat["captions"]]
     aware = agnostic = 0.0
@@ -73,7 +68,7 @@ def probe_still(work, vae_file):
 
 def probe_x0(work, dit_file):
     lat = torch.load(os.path.join(work, "latents.pt"))
-    z = normalised(lat)
+    z = train.normalised_latents(lat).float()
     dit = WanDiT(**C["dit"])
     state = torch.load(dit_file)
     dit.load_state_dict(state.get("model", state))

@@ -240,6 +240,19 @@ def crop_origin(gen, obj0, crop, height, width):
     return y0, x0
 
 
+def vae_recon_loss(rec, x, w, mu):
+    """The VAE's training loss: per-pixel weights w (objects count more), L1 + L2 of the
+    reconstruction error (L1 keeps edges sharp, L2 the flat areas), and a tiny latent penalty
+    that only bounds the latent scale."""
+    e = rec.float() - x
+    return (w * (e.abs() + e * e)).mean() / w.mean() + 1e-4 * mu.float().pow(2).mean()
+
+
+def normalised_latents(lat):
+    """latents.pt -> z [N, 16, F, H, W] with zero mean / unit variance per channel (the DiT's x0)."""
+    return (lat["mu"] - lat["mean"].view(1, -1, 1, 1, 1)) / lat["std"].view(1, -1, 1, 1, 1)
+
+
 def phase_vae(args):
     out = os.path.join(args.work, "vae.pt")
     if os.path.exists(out):
@@ -273,9 +286,7 @@ def phase_vae(args):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             mu = vae.encode_mu(x)
             rec = vae.decode(mu)
-        e = rec.float() - x
-        # L1 keeps edges sharp, L2 the flat areas; a tiny latent penalty bounds the scale.
-        return (w * (e.abs() + e * e)).mean() / w.mean() + 1e-4 * mu.float().pow(2).mean()
+        return vae_recon_loss(rec, x, w, mu)
 
     def lr(k):
         # Warm-up, constant through the small-crop stage (a longer stage extends a shorter one
@@ -346,9 +357,7 @@ def phase_vae_tune(args):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(C["vae_tune_bf16"])):
             mu = vae.encode_mu(x)
             rec = vae.decode(mu)
-        e = rec.float() - x
-        recon = (w * (e.abs() + e * e)).mean() / w.mean() + 1e-4 * mu.float().pow(2).mean()
-        return recon + C["vae_tune_static_weight"] * static_spread(mu[1::2])
+        return vae_recon_loss(rec, x, w, mu) + C["vae_tune_static_weight"] * static_spread(mu[1::2])
 
     total = C["vae_tune_steps"]
     tr = Trainer("vae_tune", args.work, vae, C["vae_tune_lr"])
@@ -515,7 +524,7 @@ def phase_dit(args):
     if lat.get("layout", "random") != C["dit_layout"]:
         sys.exit(f"dit: {args.work}/latents.pt holds {lat.get('layout', 'random')}-layout clips, "
                  f"dit_layout is {C['dit_layout']}: remove it (and latents_lo*.pt) to re-encode")
-    z = (lat["mu"] - lat["mean"].view(1, -1, 1, 1, 1)) / lat["std"].view(1, -1, 1, 1, 1)
+    z = normalised_latents(lat)
     lowres = C["dit_lowres_steps"]
     if lowres:
         # Normalised with the full-size statistics: the same map the exported VAE applies.
