@@ -94,9 +94,7 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
                       " do not match the DiT's in_dim/out_dim ", dc.in_dim, "/", dc.out_dim, " (",
                       o.files.dit, ")");
 
-  if (tc.text_len > dc.text_len)
-    throw_input_error(o.files.t5, ": text_len ", tc.text_len, " exceeds the DiT's text_len ",
-                      dc.text_len, " (", o.files.dit, ")");
+  plan.prompt_tokens = std::min(tc.text_len, dc.text_len);
 
   // The official defaults of the model family, for whatever the user did not set.
   const bool wan22 = vc.version == wan::VaeVersion::kWan22;
@@ -144,11 +142,12 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   const double vae_peak = 1.15 * static_cast<double>(wan::WanVae::decode_peak_bytes(
                                      vc, plan.video.height, plan.video.width, o.vae_precision,
                                      tiling, wan::VaeParts::kDecoder));
-  plan.memory.phases = {{"encode text", t5_weights,
-                         static_cast<double>(wan::T5Encoder::activation_bytes(tc, tc.text_len))},
-                        {"denoise", dit_weights,
-                         wan::WanDit::activation_bytes(dc, plan.latent.tokens) + dit_widen_scratch},
-                        {"decode", vae_weights, std::max(0.0, vae_peak - vae_weights)}};
+  plan.memory.phases = {
+      {"encode text", t5_weights,
+       static_cast<double>(wan::T5Encoder::activation_bytes(tc, plan.prompt_tokens))},
+      {"denoise", dit_weights,
+       wan::WanDit::activation_bytes(dc, plan.latent.tokens) + dit_widen_scratch},
+      {"decode", vae_weights, std::max(0.0, vae_peak - vae_weights)}};
   plan.memory.resident_bytes = resident_bytes(tc, plan.latent);
   plan.available_bytes = available_memory_bytes();
   return plan;
@@ -176,6 +175,7 @@ json GenerationPlan::to_json() const {
       {"latent", {latent.channels, latent.frames, latent.height, latent.width}},
       {"tokens", latent.tokens},
       {"seq_len", seq_len},
+      {"prompt_tokens", prompt_tokens},
       {"memory",
        {{"phases", phases},
         {"resident_bytes", memory.resident_bytes},
@@ -245,11 +245,11 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
     wan::T5Encoder t5(ck.config(), ck.loader(), o.precision);
     ck.source().release_resident_pages();
     auto t_prompt = Clock::now();
-    context = t5.encode(tokenizer.encode(o.prompt, ck.config().text_len));  // [L, text_dim]
+    context = t5.encode(tokenizer.encode(o.prompt, plan.prompt_tokens));  // [L, text_dim]
     progress.tick(1, seconds_since(t_prompt));
     // The reference always encodes and runs the negative branch, whatever the guide scale.
     t_prompt = Clock::now();
-    context_null = t5.encode(tokenizer.encode(negative, ck.config().text_len));
+    context_null = t5.encode(tokenizer.encode(negative, plan.prompt_tokens));
     progress.tick(2, seconds_since(t_prompt));
     progress.end_phase();
     r.encode_seconds = seconds_since(t0);

@@ -66,6 +66,9 @@ struct GenerationPlan {
   double fps = 16;     // resolved
   LatentGeometry latent;
   int64_t seq_len = 0;
+  // Prompt tokens kept (incl. </s>): the T5's text_len, or the DiT's where that is shorter (a
+  // model trained with a short text_len, as vidax-tiny; the official DiT could not take more).
+  int64_t prompt_tokens = 0;
   MemoryPlan memory;
   double available_bytes = -1;
   nlohmann::json to_json() const;

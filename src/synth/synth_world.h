@@ -91,7 +91,9 @@ struct SceneAttributes {
 //     bottom-right quadrants (first-named object top-left), each with a fixed size per count and
 //     a fixed travel about its slot. An easier world for training experiments (a DiT need not
 //     learn where to place objects); vidax-tiny's DiT trained on it did no better than on
-//     random placement (docs/vidax-tiny.md), so the shipped model uses kRandom.
+//     random placement, since Wan's DiT has no absolute position signal (RoPE is relative) and
+//     so cannot put content at a fixed place from pure noise (docs/vidax-tiny.md). The shipped
+//     model uses kRandom.
 enum class Layout : uint8_t { kRandom, kCanonical };
 std::string_view layout_name(Layout layout);  // "random", "canonical"
 // InputError naming `flag` and the accepted names.

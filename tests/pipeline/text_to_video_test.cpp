@@ -18,7 +18,7 @@ namespace vidax {
 namespace {
 
 // Tiny Wan 2.2-style files (48-channel VAE, DiT with in_dim 48) written with the random writers.
-GenerateOptions wan22_files(const testing::TempDir& dir) {
+GenerateOptions wan22_files(const testing::TempDir& dir, int64_t dit_text_len = 512) {
   wan::T5Config t5;
   t5.vocab = 300, t5.dim = 32, t5.dim_attn = 32, t5.dim_ffn = 64, t5.num_heads = 2;
   t5.num_layers = 1;
@@ -30,6 +30,7 @@ GenerateOptions wan22_files(const testing::TempDir& dir) {
   dit.kind = wan::DitKind::kTI2V;
   dit.in_dim = dit.out_dim = 48;
   dit.dim = 128, dit.ffn_dim = 128, dit.num_heads = 1, dit.num_layers = 1, dit.text_dim = 32;
+  dit.text_len = dit_text_len;
   const auto w = wan::random_dit_weights(dit, DType::kF32, 3);
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const auto& d : wan::dit_tensor_decls(dit)) tensors.emplace_back(d.name, w(d.name));
@@ -85,6 +86,29 @@ TEST(TextToVideoPlan, MismatchedComponentsAreNamed) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("latent channels 16"), std::string::npos) << e.what();
   }
+}
+
+TEST(TextToVideoPlan, ADiTWithAShortTextLenTruncatesThePrompt) {
+  testing::TempDir dir;
+  GenerateOptions o = wan22_files(dir);
+  EXPECT_EQ(plan_generation(o).prompt_tokens, 512);  // T5 and DiT both 512
+  testing::TempDir short_dir;
+  o = wan22_files(short_dir, 6);
+  // Far more than 6 tokens: the DiT would reject the context, so the pipeline keeps 6 (the
+  // last one </s>, as the umT5 tokenizer truncates).
+  o.prompt = "a red square moves to the left on a dark blue background, a green circle grows";
+  o.width = 32, o.height = 32, o.frames = 1;
+  o.denoise.steps = 1;
+  o.hash_models = false;
+  const GenerationPlan plan = plan_generation(o);
+  EXPECT_EQ(plan.prompt_tokens, 6);
+  EXPECT_EQ(plan.to_json()["prompt_tokens"], 6);
+  int64_t frames_seen = 0;
+  o.on_frames = [&](const Tensor& f) { frames_seen += f.dim(1); };
+  Progress quiet(stderr, false);
+  const GenerationResult r = generate(o, plan, quiet);
+  EXPECT_EQ(r.frames, 1);
+  EXPECT_EQ(frames_seen, 1);
 }
 
 TEST(TextToVideoPlan, SidecarPathFollowsTheOutput) {

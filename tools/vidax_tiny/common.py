@@ -80,6 +80,7 @@ CONFIG = {
     "dit_bf16": 1,
     "dit_steps": 3000, "dit_batch": 4, "dit_lr": 1e-3, "dit_warmup": 100,
     "dit_obj_weight": 9.0,      # object voxels weigh 1 + this in the flow-matching loss
+    "dit_obj_weight_decay": 0.0,  # ... times (1 - sigma)^this when > 0 (train.py phase_dit)
     "dit_frame_balance": 0,     # latent frame f weighs 1 / std_f^2 (train.py phase_dit)
     "train_shift": 3.0,         # sigma = shift u / (1 + (shift - 1) u), u ~ U(0, 1)
     # umT5 pretraining on the captions (train.py phase_t5; 0 = the fixed random encoder): heads
@@ -94,6 +95,18 @@ CONFIG = {
     "cfg_drop": 0.1,            # share of captions replaced by the empty prompt ""
     "threads": 1,  # 2 OpenMP threads on this shared 2-core machine were 30x slower
 }
+
+def apply_overrides(pairs):
+    """KEY=VALUE strings (train.py / probe.py --set) -> CONFIG, each value converted to the
+    entry's type; "dit.text_len=64" sets an entry of one of CONFIG's model dicts."""
+    for kv in pairs:
+        k, _, v = kv.partition("=")
+        top, _, sub = k.partition(".")
+        table, key = (CONFIG.get(top), sub) if sub else (CONFIG, k)
+        if not isinstance(table, dict) or key not in table or isinstance(table[key], (dict, list)):
+            raise SystemExit(f"--set: unknown scalar CONFIG key '{k}'")
+        table[key] = type(table[key])(v)
+
 
 _ST_DTYPES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.int64: "I64",
               torch.int32: "I32", torch.float16: "F16"}

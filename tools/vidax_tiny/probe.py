@@ -6,8 +6,11 @@ latent frames apart"). One thread; each runs in well under a minute.
                                   explains with and without knowing the latent frame
     probe.py still WORK VAE.pt    static spread of still clips' latents (0: every latent frame
                                   the same) and round-trip PSNR, 4 held-out clips at 256x256x17
-    probe.py x0 WORK DIT.pt       the DiT's x0 prediction at sigma 1 / 0.9 / 0.7 on 8 training
+    probe.py x0 WORK DIT.pt       the DiT's x0 prediction at sigma 1 / 0.9 / 0.7 on 16 training
                                   latents against the truth and against the dataset mean
+
+Trailing `--set KEY=VALUE` arguments override CONFIG as in train.py (a DiT trained with
+`--set dit.text_len=64` must be probed with the same).
 
 WORK needs latents.pt (x0, latents), clips/ (still) and spiece.model (x0). DIT.pt and VAE.pt may
 be results (dit.pt, vae.pt) or checkpoints (*_ckpt.pt).
@@ -21,7 +24,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train  # noqa: E402
-from common import CONFIG as C, encode_texts, tokenize  # noqa: E402
+from common import CONFIG as C, apply_overrides, encode_texts, tokenize  # noqa: E402
 from dataset import SynthDataset  # noqa: E402
 from models import WanDiT, WanVAE, rope_table  # noqa: E402
 
@@ -73,7 +76,7 @@ def probe_x0(work, dit_file):
     state = torch.load(dit_file)
     dit.load_state_dict(state.get("model", state))
     dit.eval()
-    n = 8
+    n = 16
     x0 = z[:n]
     ids = tokenize(os.path.join(work, "spiece.model"), lat["captions"][:n])
     ctx, bias = dit.compact_context(encode_texts(train.load_t5(work), ids))
@@ -92,10 +95,26 @@ def probe_x0(work, dit_file):
               f"{float(((mean - x0) ** 2).mean()):.3f}); global colour mse "
               f"{float(((pg - tg) ** 2).mean()):.3f} (dataset mean "
               f"{float(((mean.mean(dim=(3, 4)) - tg) ** 2).mean()):.3f})")
+        if s == 1.0:
+            # The same noise with each clip given the next clip's caption: how far the global
+            # colour moves, against how far the two clips' true global colours are apart
+            # (0: the caption is ignored; 1: it moves as far as the truth does).
+            with torch.no_grad():
+                v2 = dit(xt, torch.full((n,), s * 1000.0), ctx.roll(1, 0), (cos.float(), sin.float()),
+                         bias.roll(1, 0)).float()
+            pg2 = (xt - s * v2).mean(dim=(3, 4))
+            print(f"sigma 1 caption effect {float(((pg - pg2) ** 2).mean()):.3f} (true "
+                  f"difference {float(((tg - tg.roll(1, 0)) ** 2).mean()):.3f})")
 
 
 def main():
     torch.set_num_threads(1)
+    argv, sets = list(sys.argv), []
+    while len(argv) >= 2 and argv[-2] == "--set":
+        sets.insert(0, argv.pop())
+        argv.pop()
+    apply_overrides(sets)
+    sys.argv = argv
     if len(sys.argv) < 3 or sys.argv[1] not in ("latents", "still", "x0") or \
             len(sys.argv) != (3 if sys.argv[1] == "latents" else 4):
         sys.exit(__doc__)

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (CONFIG, encode_texts, encode_texts_train, make_t5, tokenize,  # noqa: E402
+from common import (CONFIG, apply_overrides, encode_texts, encode_texts_train, make_t5, tokenize,  # noqa: E402
                     write_safetensors)
 from dataset import SynthDataset, to_model  # noqa: E402
 from models import WanDiT, WanVAE, fold_latent_stats, init_vae_for_training, rope_table  # noqa: E402
@@ -563,6 +563,16 @@ def phase_dit(args):
         fw = fw / fw.mean()
         weight = weight * fw.view(1, -1, 1, 1)
         log("dit: frame weights", fw.numpy().round(3))
+    # dit_obj_weight_decay p: object voxels weigh 1 + dit_obj_weight (1 - sigma)^p. Any weight
+    # that depends on x0 moves the loss's optimum from E[x0 | x_t] to E[w x0 | x_t] / E[w | x_t];
+    # at high sigma, where x_t does not yet say where the objects are, a constant 10x object
+    # weight makes the optimum paint object colour everywhere (the shipped weights' sigma-1
+    # prediction is a uniform mix of object and background colour). The decay keeps the weight
+    # where x_t already fixes the footprint.
+    decay = C["dit_obj_weight_decay"]
+    if decay and C["dit_frame_balance"]:
+        sys.exit("dit: dit_obj_weight_decay and dit_frame_balance cannot be combined")
+
     def rope_for(lat):
         cos, sin = rope_table(lat.shape[2], lat.shape[3] // 2, lat.shape[4] // 2,
                               dit.blocks[0].self_attn.head_dim)
@@ -595,6 +605,9 @@ def phase_dit(args):
         with dit_autocast():
             pred = dit(xt, sigma * 1000, c, rp, bias)
         wt = ws[idx].unsqueeze(1)  # [B, 1, F, H, W], broadcast over channels
+        if decay:
+            # The object excess fades with the noise: 1 + w_obj (1 - sigma)^decay.
+            wt = 1 + (wt - 1) * (1 - s) ** decay
         err = (pred.float() - (noise - x0)) ** 2
         return (err * wt).mean() / wt.mean()
 
@@ -650,13 +663,9 @@ def main():
     ap.add_argument("--out", default="models/vidax-tiny")
     ap.add_argument("--vidax", default="build/release/vidax")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a scalar CONFIG entry (smoke tests; changes the result)")
+                    help="override a scalar CONFIG entry, or one of a model dict as dit.text_len=64 (changes the result)")
     args = ap.parse_args()
-    for kv in args.set:
-        k, v = kv.split("=", 1)
-        if k not in C:
-            sys.exit(f"--set: unknown CONFIG key '{k}'")
-        C[k] = type(C[k])(v)
+    apply_overrides(args.set)
     torch.set_num_threads(C["threads"])
     os.makedirs(args.work, exist_ok=True)
     for name in (PHASES if args.phase == "all" else [args.phase]):
