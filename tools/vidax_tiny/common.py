@@ -80,7 +80,10 @@ CONFIG = {
     "dit_bf16": 1,
     "dit_steps": 3000, "dit_batch": 4, "dit_lr": 1e-3, "dit_warmup": 100,
     "dit_obj_weight": 9.0,      # object voxels weigh 1 + this in the flow-matching loss
-    "dit_obj_weight_decay": 0.0,  # ... times (1 - sigma)^this when > 0 (train.py phase_dit)
+    # ... times (1 - sigma)^this when > 0 (train.py phase_dit). 1 was tried on 2026-12-01: the
+    # sigma-1 prediction beat the dataset mean for the first time, the suite did not improve
+    # (docs/vidax-tiny.md), so the shipped value stays.
+    "dit_obj_weight_decay": 0.0,
     "dit_frame_balance": 0,     # latent frame f weighs 1 / std_f^2 (train.py phase_dit)
     "train_shift": 3.0,         # sigma = shift u / (1 + (shift - 1) u), u ~ U(0, 1)
     # umT5 pretraining on the captions (train.py phase_t5; 0 = the fixed random encoder): heads

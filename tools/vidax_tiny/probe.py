@@ -7,7 +7,8 @@ latent frames apart"). One thread; each runs in well under a minute.
     probe.py still WORK VAE.pt    static spread of still clips' latents (0: every latent frame
                                   the same) and round-trip PSNR, 4 held-out clips at 256x256x17
     probe.py x0 WORK DIT.pt       the DiT's x0 prediction at sigma 1 / 0.9 / 0.7 on 16 training
-                                  latents against the truth and against the dataset mean
+                                  latents against the truth and against the dataset mean, and
+                                  at sigma 1 how far another clip's caption moves it
 
 Trailing `--set KEY=VALUE` arguments override CONFIG as in train.py (a DiT trained with
 `--set dit.text_len=64` must be probed with the same).
