@@ -29,8 +29,6 @@ import common  # noqa: E402
 
 
 def check_overrides():
-    saved = {"dit_steps": common.CONFIG["dit_steps"], "text_len": common.CONFIG["dit"]["text_len"],
-             "decay": common.CONFIG["dit_obj_weight_decay"]}
     common.apply_overrides(["dit_steps=7", "dit.text_len=64", "dit_obj_weight_decay=1"])
     assert common.CONFIG["dit_steps"] == 7 and isinstance(common.CONFIG["dit_steps"], int)
     assert common.CONFIG["dit"]["text_len"] == 64
@@ -43,9 +41,6 @@ def check_overrides():
             assert bad.split("=")[0] in str(e), e
         else:
             raise AssertionError(f"--set {bad} was accepted")
-    common.CONFIG["dit_steps"] = saved["dit_steps"]
-    common.CONFIG["dit"]["text_len"] = saved["text_len"]
-    common.CONFIG["dit_obj_weight_decay"] = saved["decay"]
     print("apply_overrides: ok")
 
 
@@ -61,10 +56,11 @@ def check_parity_file():
     for name in sorted(a):
         x, y = a[name].double(), b[name].double()
         assert x.shape == y.shape, (name, x.shape, y.shape)
-        # The fixtures' tolerance (docs/vidax-tiny.md, Parity): other torch builds or thread
-        # counts may round differently, not by more.
-        err = float(((x - y).abs() - 1e-5 * y.abs()).max()) if x.numel() else 0.0
-        assert err <= 1e-5, f"{name}: differs from the committed file by {err:.3g}"
+        # The parity test's tolerances (docs/vidax-tiny.md, Parity): 1e-4 for the DiT output,
+        # 1e-5 elsewhere (inputs come back exactly: same seeds and tokenizer).
+        tol = 1e-4 if name == "out" else 1e-5
+        err = float(((x - y).abs() - tol * y.abs()).max()) if x.numel() else 0.0
+        assert err <= tol, f"{name}: differs from the committed file by {err:.3g} (tolerance {tol})"
     print(f"parity file: {len(a)} tensors reproduced")
 
 

@@ -10,12 +10,13 @@ latent frames apart"). One thread; each runs in well under a minute.
                                   latents against the truth and against the dataset mean, and
                                   at sigma 1 how far another clip's caption moves it
 
-Trailing `--set KEY=VALUE` arguments override CONFIG as in train.py (a DiT trained with
+`--set KEY=VALUE` arguments override CONFIG as in train.py (a DiT trained with
 `--set dit.text_len=64` must be probed with the same).
 
 WORK needs latents.pt (x0, latents), clips/ (still) and spiece.model (x0). DIT.pt and VAE.pt may
 be results (dit.pt, vae.pt) or checkpoints (*_ckpt.pt).
 """
+import argparse
 import os
 import re
 import sys
@@ -110,22 +111,21 @@ def probe_x0(work, dit_file):
 
 def main():
     torch.set_num_threads(1)
-    argv, sets = list(sys.argv), []
-    while len(argv) >= 2 and argv[-2] == "--set":
-        sets.insert(0, argv.pop())
-        argv.pop()
-    apply_overrides(sets)
-    sys.argv = argv
-    if len(sys.argv) < 3 or sys.argv[1] not in ("latents", "still", "x0") or \
-            len(sys.argv) != (3 if sys.argv[1] == "latents" else 4):
-        sys.exit(__doc__)
-    what, work = sys.argv[1], sys.argv[2]
-    if what == "latents":
-        probe_latents(work)
-    elif what == "still":
-        probe_still(work, sys.argv[3])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=("latents", "still", "x0"))
+    ap.add_argument("work")
+    ap.add_argument("file", nargs="?", help="VAE.pt (still) or DIT.pt (x0)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = ap.parse_args()
+    if (args.file is None) != (args.what == "latents"):
+        ap.error(f"{args.what} takes {'no' if args.what == 'latents' else 'a'} file argument")
+    apply_overrides(args.set)
+    if args.what == "latents":
+        probe_latents(args.work)
+    elif args.what == "still":
+        probe_still(args.work, args.file)
     else:
-        probe_x0(work, sys.argv[3])
+        probe_x0(args.work, args.file)
 
 
 if __name__ == "__main__":
