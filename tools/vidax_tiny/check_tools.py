@@ -6,7 +6,10 @@
 2. the training code's own modules (models.py), rebuilt from the shipped models/vidax-tiny
    files by parity.py, still give the committed tests/data/vidax_tiny_parity.safetensors
    (which vidax is checked against): a change to models.py that would change the shipped
-   model's function fails here.
+   model's function fails here;
+3. the trainer's weight EMA (`dit_ema`) follows its formula step by step, survives a resume,
+   refuses to resume a run that did not keep one, and `dit_result` (dit.pt, export
+   --from-checkpoint) picks the averaged weights.
 
 Exits 77 (CTest: skipped) when torch is not installed (CI installs it only with
 VIDAX_WITH_TORCH=1, scripts/setup).
@@ -64,7 +67,49 @@ def check_parity_file():
     print(f"parity file: {len(a)} tensors reproduced")
 
 
+def check_ema():
+    import train  # noqa: E402 (after torch: train.py needs it at import)
+    torch.manual_seed(0)
+    x = torch.randn(5, 3)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = torch.nn.Linear(3, 2)
+        seen = [{k: v.clone() for k, v in model.state_dict().items()}]  # weights before each step
+
+        def step(gen, k):
+            if k:
+                seen.append({n: v.clone() for n, v in model.state_dict().items()})
+            return (model(x) ** 2).sum()
+
+        tr = train.Trainer("t", tmp, model, 0.1, ema=0.5)
+        tr.run(3, lambda k: 0.1, step)
+        seen.append({k: v.clone() for k, v in model.state_dict().items()})
+        expect = {k: v.clone() for k, v in seen[0].items()}
+        for k in range(3):
+            d = min(0.5, (1 + k) / (10 + k))
+            for n in expect:
+                expect[n] = d * expect[n] + (1 - d) * seen[k + 1][n]
+        for n in expect:
+            assert torch.allclose(tr.ema[n], expect[n], atol=1e-6), (n, tr.ema[n], expect[n])
+            assert not torch.allclose(expect[n], seen[-1][n]), "the EMA equals the raw weights"
+        again = train.Trainer("t", tmp, torch.nn.Linear(3, 2), 0.1, ema=0.5)
+        assert again.step == 3 and all(torch.equal(again.ema[n], tr.ema[n]) for n in expect)
+        result = train.dit_result(torch.load(os.path.join(tmp, "t_ckpt.pt")), False)
+        assert result["step"] == 3
+        assert all(torch.equal(result["model"][n], tr.ema[n]) for n in expect)
+        assert all(torch.equal(result["model_raw"][n], seen[-1][n]) for n in expect)
+        plain = train.Trainer("p", tmp, torch.nn.Linear(3, 2), 0.1)
+        plain.run(1, lambda k: 0.1, lambda gen, k: (plain.model(x) ** 2).sum())
+        try:
+            train.Trainer("p", tmp, torch.nn.Linear(3, 2), 0.1, ema=0.5)
+        except SystemExit as e:
+            assert "no EMA weights" in str(e), e
+        else:
+            raise AssertionError("resumed a run without EMA weights with EMA on")
+    print("weight EMA: ok")
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     check_overrides()
     check_parity_file()
+    check_ema()

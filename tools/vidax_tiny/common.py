@@ -79,6 +79,9 @@ CONFIG = {
     # instead of 2.6 s in f32 on an AVX2-only Zen 3), so runs there need 0.
     "dit_bf16": 1,
     "dit_steps": 3000, "dit_batch": 4, "dit_lr": 1e-3, "dit_warmup": 100,
+    # Exponential moving average of the DiT weights (0: off, the shipped run); dit.pt then holds
+    # the average (train.py Trainer, dit_result).
+    "dit_ema": 0.0,
     "dit_obj_weight": 9.0,      # object voxels weigh 1 + this in the flow-matching loss
     # ... times (1 - sigma)^this when > 0 (train.py phase_dit). 1 was tried on 2026-12-01: the
     # sigma-1 prediction beat the dataset mean for the first time, the suite did not improve

@@ -420,7 +420,9 @@ def attention(q, k, v, bias=None):
     """q [b, Lq, n, d], k/v [b, Lk, n, d] -> [b, Lq, n*d]; bias [b, Lk] added to the logits."""
     b, lq, n, d = q.shape
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    logits = (q @ k.transpose(-1, -2)) * (d ** -0.5)  # [b, n, Lq, Lk]
+    # The scale goes on q ([b, n, Lq, d]), not on the [b, n, Lq, Lk] logits: the same product
+    # up to rounding, and a DiT training step spent ~10% of its time scaling the logits.
+    logits = (q * d ** -0.5) @ k.transpose(-1, -2)  # [b, n, Lq, Lk]
     if bias is not None:
         logits = logits.float() + bias.view(b, 1, 1, -1)
     a = torch.softmax(logits, dim=-1).to(v.dtype)

@@ -130,24 +130,44 @@ def lr_at(step, total, base, warmup, cosine=True):
 
 
 class Trainer:
-    """Checkpointed loop: state = model, optimiser, step, loss log, seconds trained."""
+    """Checkpointed loop: state = model, optimiser, step, loss log, seconds trained, and with
+    ema > 0 an exponential moving average of the weights (decay min(ema, (1 + k) / (10 + k))
+    at step k, the usual warm-up so early averages are not dominated by the initialisation)."""
 
-    def __init__(self, name, work, model, lr):
-        self.name, self.model = name, model
+    def __init__(self, name, work, model, lr, ema=0.0):
+        self.name, self.model, self.ema_decay = name, model, ema
         self.ckpt = os.path.join(work, f"{name}_ckpt.pt")
         self.csv = os.path.join(work, f"{name}_loss.csv")
         self.opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
         self.step, self.losses, self.seconds = 0, [], 0.0
+        self.ema = None
         if os.path.exists(self.ckpt):
             s = torch.load(self.ckpt)
             model.load_state_dict(s["model"])
             self.opt.load_state_dict(s["opt"])
             self.step, self.losses, self.seconds = s["step"], s["losses"], s["seconds"]
+            self.ema = s.get("ema")
+            if ema and self.ema is None:
+                sys.exit(f"{name}: {self.ckpt} has no EMA weights; it was not started with EMA on")
             log(f"{name}: resumed at step {self.step}")
+        if ema and self.ema is None:
+            self.ema = {k: v.detach().clone().float() for k, v in model.state_dict().items()}
+
+    def update_ema(self):
+        d = min(self.ema_decay, (1 + self.step) / (10 + self.step))
+        with torch.no_grad():
+            for k, v in self.model.state_dict().items():
+                if v.is_floating_point():
+                    self.ema[k].mul_(d).add_(v.float(), alpha=1 - d)
+                else:
+                    self.ema[k].copy_(v)
 
     def save(self):
-        save_atomic({"model": self.model.state_dict(), "opt": self.opt.state_dict(),
-                     "step": self.step, "losses": self.losses, "seconds": self.seconds}, self.ckpt)
+        state = {"model": self.model.state_dict(), "opt": self.opt.state_dict(),
+                 "step": self.step, "losses": self.losses, "seconds": self.seconds}
+        if self.ema is not None:
+            state["ema"] = self.ema
+        save_atomic(state, self.ckpt)
         with open(self.csv, "w", newline="") as f:
             wr = csv.writer(f)
             wr.writerow(["step", "loss", "seconds"])
@@ -167,6 +187,8 @@ class Trainer:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
             self.opt.step()
+            if self.ema is not None:
+                self.update_ema()
             self.seconds += time.time() - t0
             self.step += 1
             self.losses.append([self.step, float(loss), round(self.seconds, 1)])
@@ -614,13 +636,25 @@ def phase_dit(args):
     # One optimiser over both when the encoder trains (a ModuleDict keeps the checkpoint's
     # parameter order fixed).
     model = nn.ModuleDict({"dit": dit, "t5": t5}) if train_t5 else dit
-    tr = Trainer("dit", args.work, model, C["dit_lr"])
+    tr = Trainer("dit", args.work, model, C["dit_lr"], ema=C["dit_ema"])
     tr.run(total, lambda k: lr_at(k, total, C["dit_lr"], C["dit_warmup"]), step)
-    result = {"model": dit.state_dict(), "seconds": tr.seconds}
-    if train_t5:
-        result["t5"] = t5.state_dict()
-    save_atomic(result, out)
+    save_atomic(dit_result(torch.load(tr.ckpt), train_t5), out)
     log(f"dit: done in {tr.seconds:.0f} s")
+
+
+def dit_result(ckpt, train_t5):
+    """dit.pt from a DiT trainer checkpoint: the EMA weights when the run kept them (the raw
+    ones as model_raw), and the encoder's under "t5" when it trained with the DiT."""
+    weights = ckpt["ema"] if ckpt.get("ema") is not None else ckpt["model"]
+    if train_t5:  # a ModuleDict {"dit", "t5"}
+        pick = lambda sd, p: {k[len(p):]: v for k, v in sd.items() if k.startswith(p)}
+        result = {"model": pick(weights, "dit."), "t5": pick(weights, "t5.")}
+    else:
+        result = {"model": weights}
+    if ckpt.get("ema") is not None:
+        result["model_raw"] = ckpt["model"]
+    result.update(seconds=ckpt["seconds"], step=ckpt["step"])
+    return result
 
 
 def phase_export(args):
@@ -628,7 +662,14 @@ def phase_export(args):
     os.makedirs(os.path.join(out, "google", "umt5-xxl"), exist_ok=True)
     shutil.copyfile(os.path.join(w, "spiece.model"), os.path.join(out, "google", "umt5-xxl", "spiece.model"))
     t5 = load_t5(w)
-    dit_state = torch.load(os.path.join(w, "dit.pt"))
+    if args.from_checkpoint:
+        # A run still in progress (or stopped): its checkpoint's weights at the step reached.
+        ckpt = torch.load(os.path.join(w, "dit_ckpt.pt"))
+        dit_state = dit_result(ckpt, bool(C["dit_train_t5"]))
+        log(f"export: DiT checkpoint at step {ckpt['step']}"
+            f"{' (EMA weights)' if ckpt.get('ema') is not None else ''}")
+    else:
+        dit_state = torch.load(os.path.join(w, "dit.pt"))
     if "t5" in dit_state:  # trained with the DiT (dit_train_t5)
         t5.load_state_dict(dit_state["t5"])
     torch.save({k: v.to(torch.bfloat16) for k, v in t5.state_dict().items()},
@@ -662,6 +703,8 @@ def main():
     ap.add_argument("--work", default="build/vidax-tiny-work")
     ap.add_argument("--out", default="models/vidax-tiny")
     ap.add_argument("--vidax", default="build/release/vidax")
+    ap.add_argument("--from-checkpoint", action="store_true",
+                    help="export: take the DiT from WORK/dit_ckpt.pt (a run in progress) instead of dit.pt")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a scalar CONFIG entry, or one of a model dict as dit.text_len=64 (changes the result)")
     args = ap.parse_args()
