@@ -76,7 +76,11 @@ def probe_x0(work, dit_file):
     z = train.normalised_latents(lat).float()
     dit = WanDiT(**C["dit"])
     state = torch.load(dit_file)
-    dit.load_state_dict(state.get("model", state))
+    # A trainer checkpoint of a run with dit_ema: its averaged weights, as dit.pt would hold.
+    ema = state.get("ema") is not None
+    dit.load_state_dict(state["ema"] if ema else state.get("model", state))
+    if ema:
+        print(f"EMA weights of the checkpoint at step {state['step']}")
     dit.eval()
     n = 16
     x0 = z[:n]
