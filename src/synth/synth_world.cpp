@@ -44,14 +44,30 @@ struct Range {
 };
 Range centre_range(int32_t ext) { return {kMargin + ext, 1000 - kMargin - ext}; }
 
-ObjectSpec sample_geometry(SynthRng& rng, ObjectSpec o, bool pair) {
-  const int32_t small = pair ? 60 : 80, large = pair ? 110 : 140;
-  const int32_t travel_lo = pair ? 250 : 300, travel_hi = pair ? 400 : 450;
+// Ranges sample_geometry draws from (permille), for an object alone or one of a pair.
+struct GeometryRanges {
+  int32_t size_lo, size_hi;      // half-size of an object that keeps its size
+  int32_t grow_lo, grow_hi;      // smaller half-size of a growing / shrinking object
+  int32_t travel_lo, travel_hi;  // distance travelled (bounce depth: 50 less)
+};
+// kRandom: the world the analyzer is validated on and vidax-tiny's VAE is trained on.
+constexpr GeometryRanges kRandomAlone = {80, 140, 45, 65, 300, 450};
+constexpr GeometryRanges kRandomPair = {60, 110, 40, 55, 250, 400};
+// kLarge: ~1.5x the half-sizes with shorter travel, so the largest object still has travel_hi
+// + 100 of room (the check below). Alone: 33-46 px radius at 256x256 (4-6 DiT tokens across).
+constexpr GeometryRanges kLargeAlone = {130, 180, 70, 90, 250, 370};
+constexpr GeometryRanges kLargePair = {100, 135, 55, 70, 250, 320};
+
+ObjectSpec sample_geometry(SynthRng& rng, ObjectSpec o, bool pair, bool large_layout = false) {
+  const GeometryRanges& g =
+      large_layout ? (pair ? kLargePair : kLargeAlone) : (pair ? kRandomPair : kRandomAlone);
+  const int32_t small = g.size_lo, large = g.size_hi;
+  const int32_t travel_lo = g.travel_lo, travel_hi = g.travel_hi;
   o.bounce_depth = 0;
   switch (o.motion) {
     case Motion::kGrow:
     case Motion::kShrink: {
-      const int32_t s0 = rng.uniform(pair ? 40 : 45, pair ? 55 : 65);
+      const int32_t s0 = rng.uniform(g.grow_lo, g.grow_hi);
       const int32_t s1 = s0 * rng.uniform(170, 200) / 100;
       o.size0 = o.motion == Motion::kGrow ? s0 : s1;
       o.size1 = o.motion == Motion::kGrow ? s1 : s0;
@@ -225,16 +241,45 @@ int32_t SynthRng::uniform(int32_t lo, int32_t hi) {
 }
 
 std::string_view layout_name(Layout layout) {
-  return layout == Layout::kCanonical ? "canonical" : "random";
+  switch (layout) {
+    case Layout::kRandom:
+      return "random";
+    case Layout::kCanonical:
+      return "canonical";
+    case Layout::kLarge:
+      return "large";
+  }
+  return "?";
 }
 
 Layout parse_layout(std::string_view text, std::string_view flag) {
   if (text == "random") return Layout::kRandom;
   if (text == "canonical") return Layout::kCanonical;
-  throw_input_error(flag, ": expected random or canonical, got '", text, "'");
+  if (text == "large") return Layout::kLarge;
+  throw_input_error(flag, ": expected random, canonical or large, got '", text, "'");
 }
 
 SceneSpec sample_scene(uint64_t seed, Layout layout) {
+  if (layout == Layout::kLarge) {
+    // The random scene's attributes, sentence and phrasing; the geometry is drawn again from
+    // the large ranges with a PRNG of its own.
+    SceneSpec s = sample_scene(seed, Layout::kRandom);
+    SynthRng rng(seed ^ 0x1a7e1a7e1a7e1a7eull);
+    if (s.objects.size() == 1) {
+      s.objects[0] = sample_geometry(rng, s.objects[0], false, true);
+      return s;
+    }
+    for (int attempt = 0; attempt < kMaxTries; ++attempt) {
+      const ObjectSpec a = sample_geometry(rng, s.objects[0], true, true);
+      ObjectSpec b = sample_geometry(rng, s.objects[1], true, true);
+      for (int t = 0; t < kMaxTries && !apart(a, b); ++t) b = sample_geometry(rng, b, true, true);
+      if (apart(a, b)) {
+        s.objects = {a, b};
+        return s;
+      }
+    }
+    VIDAX_CHECK(false, "could not place two large objects apart for seed ", seed);
+  }
   if (layout == Layout::kCanonical) {
     // The random scene's attributes, sentence and phrasing; only the geometry is replaced.
     SceneSpec s = sample_scene(seed, Layout::kRandom);

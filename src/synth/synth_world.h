@@ -94,8 +94,13 @@ struct SceneAttributes {
 //     random placement, since Wan's DiT has no absolute position signal (RoPE is relative) and
 //     so cannot put content at a fixed place from pure noise (docs/vidax-tiny.md). The shipped
 //     model uses kRandom.
-enum class Layout : uint8_t { kRandom, kCanonical };
-std::string_view layout_name(Layout layout);  // "random", "canonical"
+//   kLarge: the same attributes and caption as kRandom for that seed; the geometry is drawn
+//     again (its own PRNG stream) with ~1.5x the half-sizes and shorter travel (alone: 130-180
+//     permille instead of 80-140). Small shapes are where vidax-tiny's VAE rounds corners (all
+//     of its round-trip misses are two-object scenes) and its DiT draws circles, at 3-4 tokens
+//     across; larger objects give both more room (docs/vidax-tiny.md).
+enum class Layout : uint8_t { kRandom, kCanonical, kLarge };
+std::string_view layout_name(Layout layout);  // "random", "canonical", "large"
 // InputError naming `flag` and the accepted names.
 Layout parse_layout(std::string_view text, std::string_view flag);
 

@@ -63,6 +63,11 @@ TEST(Analyzer, GroundTruthAccuracyOnTheCanonicalLayout) {
   expect_high(tally("none", 100, 7000000, Layout::kCanonical), 0.98);
 }
 
+// And the large layout (larger objects, shorter travel), for models trained on it.
+TEST(Analyzer, GroundTruthAccuracyOnTheLargeLayout) {
+  expect_high(tally("none", 100, 7000000, Layout::kLarge), 0.98);
+}
+
 TEST(Analyzer, RobustToNoise) { expect_high(tally("noise", 30, 5000), 0.95); }
 TEST(Analyzer, RobustToBlur) { expect_high(tally("blur", 40, 6000), 0.95); }
 TEST(Analyzer, RobustToJpeg) { expect_high(tally("jpeg", 40, 7000), 0.95); }

@@ -107,7 +107,8 @@ TEST(SynthCli, CanonicalLayoutIsRecordedAndRendered) {
   }
   const Result bad = vidax("synth --out " + dir.file("bad") + " --count 1 --layout grid");
   EXPECT_NE(bad.code, 0);
-  EXPECT_NE(bad.out.find("--layout: expected random or canonical, got 'grid'"), std::string::npos)
+  EXPECT_NE(bad.out.find("--layout: expected random, canonical or large, got 'grid'"),
+            std::string::npos)
       << bad.out;
   struct stat st {};
   EXPECT_NE(::stat(dir.file("bad/manifest.json").c_str(), &st), 0);

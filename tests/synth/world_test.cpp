@@ -145,7 +145,7 @@ TEST_P(SampleSceneLayout, ObjectsStayInFrameAndApart) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, SampleSceneLayout,
-                         ::testing::Values(Layout::kRandom, Layout::kCanonical),
+                         ::testing::Values(Layout::kRandom, Layout::kCanonical, Layout::kLarge),
                          [](const auto& info) { return std::string(layout_name(info.param)); });
 
 TEST(CanonicalLayout, KeepsTheRandomScenesAttributesAndCaption) {
@@ -182,15 +182,39 @@ TEST(CanonicalLayout, GeometryIsAFunctionOfCountSlotAndMotion) {
             (std::set<std::pair<int32_t, int32_t>>{{500, 500}, {300, 300}, {700, 700}}));
 }
 
+TEST(LargeLayout, KeepsTheRandomScenesCaptionWithLargerObjects) {
+  double random_sum = 0, large_sum = 0;
+  int objects = 0;
+  for (uint64_t seed = 0; seed < 1000; ++seed) {
+    const SceneSpec r = sample_scene(seed), l = sample_scene(seed, Layout::kLarge);
+    EXPECT_EQ(attributes(l), attributes(r)) << seed;
+    EXPECT_EQ(caption(l), caption(r)) << seed;
+    EXPECT_EQ(l, sample_scene(seed, Layout::kLarge)) << seed;
+    for (size_t i = 0; i < l.objects.size(); ++i) {
+      const int32_t lmax = std::max(l.objects[i].size0, l.objects[i].size1);
+      // The smallest largest half-size: a grow / shrink from the least start (70 alone, 55 in a
+      // pair) at 1.7x.
+      EXPECT_GE(lmax, l.objects.size() == 1 ? 119 : 93) << seed;
+      random_sum += std::max(r.objects[i].size0, r.objects[i].size1);
+      large_sum += lmax;
+      ++objects;
+    }
+  }
+  // ~1.5x the random layout's half-sizes on average (the point of the layout).
+  EXPECT_GT(large_sum / random_sum, 1.35) << objects;
+  EXPECT_LT(large_sum / random_sum, 1.75) << objects;
+}
+
 TEST(CanonicalLayout, NamesRoundTripAndUnknownNamesAreInputErrors) {
-  for (Layout l : {Layout::kRandom, Layout::kCanonical})
+  for (Layout l : {Layout::kRandom, Layout::kCanonical, Layout::kLarge})
     EXPECT_EQ(parse_layout(layout_name(l), "--layout"), l);
   try {
     parse_layout("grid", "--layout");
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("--layout: expected random or canonical, got 'grid'"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("--layout: expected random, canonical or large, got 'grid'"),
+        std::string::npos)
         << e.what();
   }
 }

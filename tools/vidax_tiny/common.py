@@ -73,6 +73,7 @@ CONFIG = {
     # The DiT's clips: "random" (the shipped run) trains on the VAE's own clips; "canonical"
     # on the same seeds drawn with `vidax synth --layout canonical` (object placement fixed by
     # the caption). Canonical was tried on 2026-12-01 and did not beat random (docs/vidax-tiny.md).
+    # "large": the same captions with ~1.5x larger objects (vidax synth --layout large).
     "dit_layout": "random",
     # bf16 autocast for the latents and the DiT (0: f32). The shipped run used bf16 (AMX);
     # PyTorch's bf16 CPU kernels are a scalar fallback without AVX-512 (26 s per DiT step

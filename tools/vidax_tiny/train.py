@@ -101,15 +101,22 @@ def write_clips(args, out, count, *extra):
 
 
 def dit_clip_dir(args):
-    """The DiT's clips: the VAE's own ("clips") or the canonical-layout copy of their seeds."""
-    if C["dit_layout"] == "random":
+    """The DiT's clips: the VAE's own ("clips") or a copy of their seeds drawn with another
+    `vidax synth --layout` (canonical or large: same captions, other geometry)."""
+    layout = C["dit_layout"]
+    if layout == "random":
         return os.path.join(args.work, "clips")
-    if C["dit_layout"] != "canonical":
-        sys.exit(f"dit_layout: expected random or canonical, got '{C['dit_layout']}'")
+    if layout not in ("canonical", "large"):
+        sys.exit(f"dit_layout: expected random, canonical or large, got '{layout}'")
     d = os.path.join(args.work, "dit_clips")
-    if not os.path.exists(os.path.join(d, "manifest.json")):
-        write_clips(args, d, min(C["clips"], C["dit_clips"]), "--layout", "canonical")
-        log("data: canonical-layout clips for the DiT in", d)
+    manifest = os.path.join(d, "manifest.json")
+    if not os.path.exists(manifest):
+        write_clips(args, d, min(C["clips"], C["dit_clips"]), "--layout", layout)
+        log(f"data: {layout}-layout clips for the DiT in", d)
+    with open(manifest) as f:
+        have = json.load(f).get("layout", "random")
+    if have != layout:
+        sys.exit(f"dit_layout is {layout} but {d} holds {have}-layout clips: remove it to redraw")
     return d
 
 

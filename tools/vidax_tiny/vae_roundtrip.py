@@ -4,7 +4,8 @@ decoded by a trained vidax-tiny VAE (WORK/vae.pt) and each round trip is scored 
 caption by `score_clip` (built by score.sh). What a perfect DiT could reach through this VAE.
 
     tools/vidax_tiny/vae_roundtrip.py --vae WORK/vae.pt --vidax build/release/vidax \
-        --score-clip build/vidax-tiny-score/score_clip [--count 24] [--seed 3000000]
+        --score-clip build/vidax-tiny-score/score_clip [--count 24] [--seed 3000000] \
+        [--layout random|canonical|large]
 
 The clips come from `vidax synth` with seeds from --seed (3,000,000 up: neither training's
 1,000,000+ nor the eval suite's 7,000,000+).
@@ -33,6 +34,7 @@ def main():
     ap.add_argument("--score-clip", required=True)
     ap.add_argument("--count", type=int, default=24)
     ap.add_argument("--seed", type=int, default=3000000)
+    ap.add_argument("--layout", default="random", help="vidax synth --layout of the clips")
     args = ap.parse_args()
     torch.set_num_threads(1)
     vae = WanVAE(**CONFIG["vae"])
@@ -43,7 +45,8 @@ def main():
         clips = os.path.join(tmp, "clips")
         subprocess.run([args.vidax, "--threads", "1", "synth", "--out", clips, "--count", str(args.count),
                         "--seed", str(args.seed), "--size", f"{CONFIG['size']}x{CONFIG['size']}",
-                        "--frames", str(CONFIG["frames"])], check=True, stdout=subprocess.DEVNULL)
+                        "--frames", str(CONFIG["frames"]), "--layout", args.layout],
+                       check=True, stdout=subprocess.DEVNULL)
         ds = SynthDataset(clips)
         rgb = os.path.join(tmp, "clip.rgb")
         for i in range(len(ds)):

@@ -114,8 +114,8 @@ void register_synth(CLI::App& app) {
   cmd->add_option("--perturb", a->perturb,
                   "with --analyze-ground-truth: none, noise, blur or jpeg (default none)");
   cmd->add_option("--layout", a->layout,
-                  "random (default) or canonical: object placement fixed by the caption "
-                  "(docs/synthetic-world.md)");
+                  "random (default), canonical (object placement fixed by the caption) or "
+                  "large (larger objects, shorter travel) (docs/synthetic-world.md)");
   cmd->fallthrough();
   cmd->callback([a] { run_synth(*a); });
 }

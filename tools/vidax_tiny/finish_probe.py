@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""How well does an exported vidax-tiny model *finish* a clip whose layout is given? Held-out
+synthetic clips are encoded by the model's own VAE, noised to sigma S (x_S = (1 - S) z + S n),
+denoised by Euler with classifier-free guidance from S to 0, decoded and scored against their own
+captions by `score_clip` (built by score.sh), as `vidax eval` scores generations from pure noise.
+
+    OMP_NUM_THREADS=1 tools/vidax_tiny/finish_probe.py --model models/vidax-tiny \
+        --score-clip build/vidax-tiny-score/score_clip [--sigmas 0.9,0.75] [--count 16]
+
+S = 1 is generation from noise; the smaller S, the more of the clip (place, then size, then
+shape) is already fixed by x_S. The sigma at which adherence collapses says which part of the
+denoising a DiT has not learnt, and moves long before the eval suite's number does. Clips come
+from `vidax synth` with seeds from --seed (3,000,000 up, as vae_roundtrip.py: neither
+training's 1,000,000+ nor the eval suite's 7,000,000+); noise n for clip i is seeded by i.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import CONFIG, read_safetensors, tokenize  # noqa: E402
+from dataset import SynthDataset  # noqa: E402
+from models import WAN21_MEAN, WAN21_STD, T5Encoder, WanDiT, WanVAE, rope_table  # noqa: E402
+
+ATTRS = ["color", "shape", "motion", "background", "count", "overall"]
+
+
+def load_model(m):
+    """T5, DiT and VAE rebuilt from an exported folder (as parity.py), in f32."""
+    sd = {k: v.float() for k, v in torch.load(os.path.join(m, "models_t5_umt5-xxl-enc-bf16.pth")).items()}
+    c = CONFIG["t5"]
+    t5 = T5Encoder(sd["token_embedding.weight"].shape[0], c["dim"], c["dim_attn"], c["dim_ffn"],
+                   c["num_heads"], c["num_layers"], c["num_buckets"])
+    t5.load_state_dict(sd)
+    with open(os.path.join(m, "config.json")) as f:
+        cfg = json.load(f)
+    dit = WanDiT(dim=cfg["dim"], ffn_dim=cfg["ffn_dim"], num_heads=cfg["num_heads"],
+                 num_layers=cfg["num_layers"], text_dim=cfg["text_dim"], freq_dim=cfg["freq_dim"],
+                 in_dim=cfg["in_dim"], out_dim=cfg["out_dim"], text_len=cfg["text_len"],
+                 patch=tuple(cfg["patch_size"]), eps=cfg["eps"])
+    dit.load_state_dict({k: v.float() for k, v in
+                         read_safetensors(os.path.join(m, "diffusion_pytorch_model.safetensors")).items()})
+    vae = WanVAE(**CONFIG["vae"])
+    vae.load_state_dict({k: v.float() for k, v in torch.load(os.path.join(m, "Wan2.1_VAE.pth")).items()})
+    return t5.eval(), dit.eval(), vae.eval()
+
+
+@torch.no_grad()
+def finish(dit, z, s0, ctx, ctx_null, steps, guide, gen):
+    """z [1, 16, F, H, W] normalised latent -> the latent denoised from sigma s0 (Euler, CFG)."""
+    xt = (1 - s0) * z + s0 * torch.randn(z.shape, generator=gen)
+    c, bias = dit.compact_context([ctx, ctx_null])
+    cos, sin = rope_table(z.shape[2], z.shape[3] // 2, z.shape[4] // 2, dit.blocks[0].self_attn.head_dim)
+    rope = (cos.float(), sin.float())
+    sig = np.linspace(s0, 0.0, steps + 1)
+    for a, b in zip(sig[:-1], sig[1:]):
+        v = dit(xt.expand(2, -1, -1, -1, -1), torch.full((2,), a * 1000.0), c, rope, bias)
+        xt = xt + (b - a) * (v[1] + guide * (v[0] - v[1])).unsqueeze(0)
+    return xt
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="models/vidax-tiny")
+    ap.add_argument("--vidax", default="build/release/vidax")
+    ap.add_argument("--score-clip", required=True)
+    ap.add_argument("--sigmas", default="0.9,0.75", help="comma-separated start sigmas in (0, 1]")
+    ap.add_argument("--count", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=3000000)
+    ap.add_argument("--steps", type=int, default=14, help="Euler steps from each start sigma to 0")
+    ap.add_argument("--guide", type=float, default=5.0, help="CFG scale (vidax-tiny's default)")
+    args = ap.parse_args()
+    sigmas = [float(s) for s in args.sigmas.split(",")]
+    if not all(0 < s <= 1 for s in sigmas):
+        sys.exit(f"--sigmas: expected values in (0, 1], got '{args.sigmas}'")
+    torch.set_num_threads(1)
+    t5, dit, vae = load_model(args.model)
+    mean = torch.tensor(WAN21_MEAN).view(1, -1, 1, 1, 1)
+    std = torch.tensor(WAN21_STD).view(1, -1, 1, 1, 1)
+    spm = os.path.join(args.model, "google", "umt5-xxl", "spiece.model")
+
+    def encode_text(text):
+        (tok,) = tokenize(spm, [text])
+        ids = torch.tensor([tok])
+        with torch.no_grad():
+            return t5(ids, torch.ones_like(ids))[0]  # [L, text_dim]
+
+    ctx_null = encode_text("")  # the unconditional branch vidax-tiny was trained with
+    with tempfile.TemporaryDirectory() as tmp:
+        clips = os.path.join(tmp, "clips")
+        subprocess.run([args.vidax, "--threads", "1", "synth", "--out", clips, "--count", str(args.count),
+                        "--seed", str(args.seed), "--size", f"{CONFIG['size']}x{CONFIG['size']}",
+                        "--frames", str(CONFIG["frames"])], check=True, stdout=subprocess.DEVNULL)
+        ds = SynthDataset(clips)
+        rgb = os.path.join(tmp, "clip.rgb")
+        for s0 in sigmas:
+            totals = dict.fromkeys(ATTRS, 0)
+            for i in range(len(ds)):
+                with torch.no_grad():
+                    # The exported VAE's raw latent carries the official statistics (vidax's
+                    # normalisation maps it to what the DiT was trained on).
+                    z = (vae.encode_mu(torch.from_numpy(ds.video(i)).unsqueeze(0)) - mean) / std
+                out = finish(dit, z, s0, encode_text(ds.caption(i)), ctx_null, args.steps, args.guide,
+                             torch.Generator().manual_seed(i))
+                with torch.no_grad():
+                    rec = vae.decode(out * std + mean).clamp(-1, 1)
+                u8 = ((rec[0].permute(1, 2, 3, 0).numpy() + 1) * 127.5 + 0.5).clip(0, 255).astype(np.uint8)
+                u8.tofile(rgb)  # [F, H, W, 3]
+                r = subprocess.run([args.score_clip, rgb, str(ds.width), str(ds.height), ds.caption(i)],
+                                   capture_output=True, text=True, check=True)
+                words = r.stdout.split()
+                for a in ATTRS:
+                    totals[a] += int(words[words.index(a) + 1])
+                print(f"sigma {s0} | {ds.caption(i)}\n  {r.stdout.strip()}", flush=True)
+            n = len(ds)
+            print(f"finished from sigma {s0}, {n} clips:", ", ".join(f"{a} {totals[a]}/{n}" for a in ATTRS),
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
