@@ -5,7 +5,8 @@ denoised by Euler with classifier-free guidance from S to 0, decoded and scored 
 captions by `score_clip` (built by score.sh), as `vidax eval` scores generations from pure noise.
 
     OMP_NUM_THREADS=1 tools/vidax_tiny/finish_probe.py --model models/vidax-tiny \
-        --score-clip build/vidax-tiny-score/score_clip [--sigmas 0.9,0.75] [--count 16]
+        --score-clip build/vidax-tiny-score/score_clip [--sigmas 0.9,0.75] [--count 16] \
+        [--layout random|canonical|large]
 
 S = 1 is generation from noise; the smaller S, the more of the clip (place, then size, then
 shape) is already fixed by x_S. The sigma at which adherence collapses says which part of the
@@ -73,6 +74,8 @@ def main():
     ap.add_argument("--sigmas", default="0.9,0.75", help="comma-separated start sigmas in (0, 1]")
     ap.add_argument("--count", type=int, default=16)
     ap.add_argument("--seed", type=int, default=3000000)
+    ap.add_argument("--layout", default="random",
+                    help="vidax synth --layout of the clips (the one the DiT was trained on)")
     ap.add_argument("--steps", type=int, default=14, help="Euler steps from each start sigma to 0")
     ap.add_argument("--guide", type=float, default=5.0, help="CFG scale (vidax-tiny's default)")
     args = ap.parse_args()
@@ -96,7 +99,8 @@ def main():
         clips = os.path.join(tmp, "clips")
         subprocess.run([args.vidax, "--threads", "1", "synth", "--out", clips, "--count", str(args.count),
                         "--seed", str(args.seed), "--size", f"{CONFIG['size']}x{CONFIG['size']}",
-                        "--frames", str(CONFIG["frames"])], check=True, stdout=subprocess.DEVNULL)
+                        "--frames", str(CONFIG["frames"]), "--layout", args.layout],
+                       check=True, stdout=subprocess.DEVNULL)
         ds = SynthDataset(clips)
         rgb = os.path.join(tmp, "clip.rgb")
         for s0 in sigmas:
