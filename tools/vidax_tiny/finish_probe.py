@@ -15,7 +15,6 @@ from `vidax synth` with seeds from --seed (3,000,000 up, as vae_roundtrip.py: ne
 training's 1,000,000+ nor the eval suite's 7,000,000+); noise n for clip i is seeded by i.
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -25,31 +24,12 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import CONFIG, read_safetensors, tokenize  # noqa: E402
+from common import CONFIG, tokenize  # noqa: E402
 from dataset import SynthDataset  # noqa: E402
-from models import WAN21_MEAN, WAN21_STD, T5Encoder, WanDiT, WanVAE, rope_table  # noqa: E402
+from exported import load_exported  # noqa: E402
+from models import WAN21_MEAN, WAN21_STD, rope_table  # noqa: E402
 
 ATTRS = ["color", "shape", "motion", "background", "count", "overall"]
-
-
-def load_model(m):
-    """T5, DiT and VAE rebuilt from an exported folder (as parity.py), in f32."""
-    sd = {k: v.float() for k, v in torch.load(os.path.join(m, "models_t5_umt5-xxl-enc-bf16.pth")).items()}
-    c = CONFIG["t5"]
-    t5 = T5Encoder(sd["token_embedding.weight"].shape[0], c["dim"], c["dim_attn"], c["dim_ffn"],
-                   c["num_heads"], c["num_layers"], c["num_buckets"])
-    t5.load_state_dict(sd)
-    with open(os.path.join(m, "config.json")) as f:
-        cfg = json.load(f)
-    dit = WanDiT(dim=cfg["dim"], ffn_dim=cfg["ffn_dim"], num_heads=cfg["num_heads"],
-                 num_layers=cfg["num_layers"], text_dim=cfg["text_dim"], freq_dim=cfg["freq_dim"],
-                 in_dim=cfg["in_dim"], out_dim=cfg["out_dim"], text_len=cfg["text_len"],
-                 patch=tuple(cfg["patch_size"]), eps=cfg["eps"])
-    dit.load_state_dict({k: v.float() for k, v in
-                         read_safetensors(os.path.join(m, "diffusion_pytorch_model.safetensors")).items()})
-    vae = WanVAE(**CONFIG["vae"])
-    vae.load_state_dict({k: v.float() for k, v in torch.load(os.path.join(m, "Wan2.1_VAE.pth")).items()})
-    return t5.eval(), dit.eval(), vae.eval()
 
 
 @torch.no_grad()
@@ -83,7 +63,7 @@ def main():
     if not all(0 < s <= 1 for s in sigmas):
         sys.exit(f"--sigmas: expected values in (0, 1], got '{args.sigmas}'")
     torch.set_num_threads(1)
-    t5, dit, vae = load_model(args.model)
+    t5, dit, vae = load_exported(args.model)
     mean = torch.tensor(WAN21_MEAN).view(1, -1, 1, 1, 1)
     std = torch.tensor(WAN21_STD).view(1, -1, 1, 1, 1)
     spm = os.path.join(args.model, "google", "umt5-xxl", "spiece.model")

@@ -13,15 +13,15 @@ Tensors (names as in the fixtures, so `vidax run dit` / `vidax run vae-decode` t
 The models are rebuilt from the exported files only (weights as stored, computed in f32).
 """
 import argparse
-import json
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import CONFIG, read_safetensors, tokenize, write_safetensors  # noqa: E402
-from models import WAN21_MEAN, WAN21_STD, T5Encoder, WanDiT, WanVAE  # noqa: E402
+from common import CONFIG, tokenize, write_safetensors  # noqa: E402
+from exported import load_exported  # noqa: E402
+from models import WAN21_MEAN, WAN21_STD  # noqa: E402
 
 PROMPT = "a red square moves to the left on a dark blue background"
 
@@ -35,13 +35,7 @@ def main():
     m = args.model
     gen = torch.Generator().manual_seed(CONFIG["seed"] + 7)
 
-    # T5, from the bf16 .pth (upcast: f32 math on the stored values)
-    sd = {k: v.float() for k, v in torch.load(os.path.join(m, "models_t5_umt5-xxl-enc-bf16.pth")).items()}
-    c = CONFIG["t5"]
-    t5 = T5Encoder(sd["token_embedding.weight"].shape[0], c["dim"], c["dim_attn"], c["dim_ffn"],
-                   c["num_heads"], c["num_layers"], c["num_buckets"])
-    t5.load_state_dict(sd)
-    t5.eval()
+    t5, dit, vae = load_exported(m)
     (tok,) = tokenize(os.path.join(m, "google", "umt5-xxl", "spiece.model"), [PROMPT])
     ids = torch.zeros(1, 40, dtype=torch.int64)
     ids[0, :len(tok)] = torch.tensor(tok)
@@ -50,25 +44,12 @@ def main():
         t5_out = t5(ids, mask)  # [1, 40, 64]
     context = t5_out[0, :len(tok)].clone()
 
-    # DiT, from the safetensors + config.json
-    with open(os.path.join(m, "config.json")) as f:
-        cfg = json.load(f)
-    dit = WanDiT(dim=cfg["dim"], ffn_dim=cfg["ffn_dim"], num_heads=cfg["num_heads"],
-                 num_layers=cfg["num_layers"], text_dim=cfg["text_dim"], freq_dim=cfg["freq_dim"],
-                 in_dim=cfg["in_dim"], out_dim=cfg["out_dim"], text_len=cfg["text_len"],
-                 patch=tuple(cfg["patch_size"]), eps=cfg["eps"])
-    dit.load_state_dict({k: v.float() for k, v in
-                         read_safetensors(os.path.join(m, "diffusion_pytorch_model.safetensors")).items()})
-    dit.eval()
     x = torch.randn((16, 3, 16, 16), generator=gen)
     t = torch.tensor([731.0])
     with torch.no_grad():
         out = dit(x.unsqueeze(0), t, dit.pad_context([context]))[0]  # float64 RoPE, 512 rows
 
     # VAE decode with the official statistics, as vidax applies them to a Wan2.1_VAE.pth
-    vae = WanVAE(**CONFIG["vae"])
-    vae.load_state_dict({k: v.float() for k, v in torch.load(os.path.join(m, "Wan2.1_VAE.pth")).items()})
-    vae.eval()
     z = torch.randn((1, 16, 3, 8, 8), generator=gen)
     mean = torch.tensor(WAN21_MEAN)
     inv_std = 1.0 / torch.tensor(WAN21_STD)
