@@ -279,6 +279,7 @@ SceneSpec sample_scene(uint64_t seed, Layout layout) {
       }
     }
     VIDAX_CHECK(false, "could not place two large objects apart for seed ", seed);
+    return s;
   }
   if (layout == Layout::kCanonical) {
     // The random scene's attributes, sentence and phrasing; only the geometry is replaced.

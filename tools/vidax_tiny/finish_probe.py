@@ -16,7 +16,6 @@ training's 1,000,000+ nor the eval suite's 7,000,000+); noise n for clip i is se
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -24,12 +23,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import CONFIG, tokenize  # noqa: E402
-from dataset import SynthDataset  # noqa: E402
+from clip_scoring import ATTRS, score_video, synth_clips, tally_text  # noqa: E402
+from common import tokenize  # noqa: E402
 from exported import load_exported  # noqa: E402
 from models import WAN21_MEAN, WAN21_STD, rope_table  # noqa: E402
-
-ATTRS = ["color", "shape", "motion", "background", "count", "overall"]
 
 
 @torch.no_grad()
@@ -76,13 +73,7 @@ def main():
 
     ctx_null = encode_text("")  # the unconditional branch vidax-tiny was trained with
     with tempfile.TemporaryDirectory() as tmp:
-        clips = os.path.join(tmp, "clips")
-        subprocess.run([args.vidax, "--threads", "1", "synth", "--out", clips, "--count", str(args.count),
-                        "--seed", str(args.seed), "--size", f"{CONFIG['size']}x{CONFIG['size']}",
-                        "--frames", str(CONFIG["frames"]), "--layout", args.layout],
-                       check=True, stdout=subprocess.DEVNULL)
-        ds = SynthDataset(clips)
-        rgb = os.path.join(tmp, "clip.rgb")
+        ds = synth_clips(args.vidax, os.path.join(tmp, "clips"), args.count, args.seed, args.layout)
         for s0 in sigmas:
             totals = dict.fromkeys(ATTRS, 0)
             for i in range(len(ds)):
@@ -94,17 +85,11 @@ def main():
                              torch.Generator().manual_seed(i))
                 with torch.no_grad():
                     rec = vae.decode(out * std + mean).clamp(-1, 1)
-                u8 = ((rec[0].permute(1, 2, 3, 0).numpy() + 1) * 127.5 + 0.5).clip(0, 255).astype(np.uint8)
-                u8.tofile(rgb)  # [F, H, W, 3]
-                r = subprocess.run([args.score_clip, rgb, str(ds.width), str(ds.height), ds.caption(i)],
-                                   capture_output=True, text=True, check=True)
-                words = r.stdout.split()
+                verdict, line = score_video(args.score_clip, rec, ds.caption(i), os.path.join(tmp, "clip.rgb"))
                 for a in ATTRS:
-                    totals[a] += int(words[words.index(a) + 1])
-                print(f"sigma {s0} | {ds.caption(i)}\n  {r.stdout.strip()}", flush=True)
-            n = len(ds)
-            print(f"finished from sigma {s0}, {n} clips:", ", ".join(f"{a} {totals[a]}/{n}" for a in ATTRS),
-                  flush=True)
+                    totals[a] += verdict[a]
+                print(f"sigma {s0} | {ds.caption(i)}\n  {line}", flush=True)
+            print(f"finished from sigma {s0}, {len(ds)} clips:", tally_text(totals, len(ds)), flush=True)
 
 
 if __name__ == "__main__":

@@ -12,19 +12,15 @@ The clips come from `vidax synth` with seeds from --seed (3,000,000 up: neither 
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from clip_scoring import ATTRS, score_video, synth_clips, tally_text  # noqa: E402
 from common import CONFIG  # noqa: E402
-from dataset import SynthDataset  # noqa: E402
 from models import WanVAE  # noqa: E402
-
-ATTRS = ["color", "shape", "motion", "background", "count", "overall"]
 
 
 def main():
@@ -42,27 +38,16 @@ def main():
     vae.eval()
     totals = dict.fromkeys(ATTRS, 0)
     with tempfile.TemporaryDirectory() as tmp:
-        clips = os.path.join(tmp, "clips")
-        subprocess.run([args.vidax, "--threads", "1", "synth", "--out", clips, "--count", str(args.count),
-                        "--seed", str(args.seed), "--size", f"{CONFIG['size']}x{CONFIG['size']}",
-                        "--frames", str(CONFIG["frames"]), "--layout", args.layout],
-                       check=True, stdout=subprocess.DEVNULL)
-        ds = SynthDataset(clips)
-        rgb = os.path.join(tmp, "clip.rgb")
+        ds = synth_clips(args.vidax, os.path.join(tmp, "clips"), args.count, args.seed, args.layout)
         for i in range(len(ds)):
             x = torch.from_numpy(ds.video(i)).unsqueeze(0)  # [1, 3, F, H, W]
             with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
                 rec = vae.decode(vae.encode_mu(x)).float().clamp(-1, 1)
-            u8 = ((rec[0].permute(1, 2, 3, 0).numpy() + 1) * 127.5 + 0.5).clip(0, 255).astype(np.uint8)
-            u8.tofile(rgb)  # [F, H, W, 3]
-            r = subprocess.run([args.score_clip, rgb, str(ds.width), str(ds.height), ds.caption(i)],
-                               capture_output=True, text=True, check=True)
-            words = r.stdout.split()
+            verdict, line = score_video(args.score_clip, rec, ds.caption(i), os.path.join(tmp, "clip.rgb"))
             for a in ATTRS:
-                totals[a] += int(words[words.index(a) + 1])
-            print(f"{ds.caption(i)}\n  {r.stdout.strip()}", flush=True)
-    n = len(ds)
-    print("round trip of", n, "clips:", ", ".join(f"{a} {totals[a]}/{n}" for a in ATTRS))
+                totals[a] += verdict[a]
+            print(f"{ds.caption(i)}\n  {line}", flush=True)
+    print("round trip of", len(ds), "clips:", tally_text(totals, len(ds)))
 
 
 if __name__ == "__main__":
