@@ -74,23 +74,26 @@ def main():
     ctx_null = encode_text("")  # the unconditional branch vidax-tiny was trained with
     with tempfile.TemporaryDirectory() as tmp:
         ds = synth_clips(args.vidax, os.path.join(tmp, "clips"), args.count, args.seed, args.layout)
-        for s0 in sigmas:
-            totals = dict.fromkeys(ATTRS, 0)
-            for i in range(len(ds)):
-                with torch.no_grad():
-                    # The exported VAE's raw latent carries the official statistics (vidax's
-                    # normalisation maps it to what the DiT was trained on).
-                    z = (vae.encode_mu(torch.from_numpy(ds.video(i)).unsqueeze(0)) - mean) / std
-                out = finish(dit, z, s0, encode_text(ds.caption(i)), ctx_null, args.steps, args.guide,
+        totals = {s0: dict.fromkeys(ATTRS, 0) for s0 in sigmas}
+        # Clip by clip, so each clip is encoded once for all the start sigmas; the noise of clip
+        # i is seeded by i at every sigma, so a row does not depend on which others were asked.
+        for i in range(len(ds)):
+            with torch.no_grad():
+                # The exported VAE's raw latent carries the official statistics (vidax's
+                # normalisation maps it to what the DiT was trained on).
+                z = (vae.encode_mu(torch.from_numpy(ds.video(i)).unsqueeze(0)) - mean) / std
+            ctx = encode_text(ds.caption(i))
+            for s0 in sigmas:
+                out = finish(dit, z, s0, ctx, ctx_null, args.steps, args.guide,
                              torch.Generator().manual_seed(i))
                 with torch.no_grad():
                     rec = vae.decode(out * std + mean).clamp(-1, 1)
                 verdict, line = score_video(args.score_clip, rec, ds.caption(i), os.path.join(tmp, "clip.rgb"))
                 for a in ATTRS:
-                    totals[a] += verdict[a]
+                    totals[s0][a] += verdict[a]
                 print(f"sigma {s0} | {ds.caption(i)}\n  {line}", flush=True)
-            print(f"finished from sigma {s0}, {len(ds)} clips:", tally_text(totals, len(ds)), flush=True)
-
+        for s0 in sigmas:
+            print(f"finished from sigma {s0}, {len(ds)} clips:", tally_text(totals[s0], len(ds)), flush=True)
 
 if __name__ == "__main__":
     main()
