@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from clip_scoring import ATTRS, score_video, synth_clips, tally_text  # noqa: E402
-from common import tokenize  # noqa: E402
+from common import encode_texts, tokenize  # noqa: E402
 from exported import load_exported  # noqa: E402
 from models import WAN21_MEAN, WAN21_STD, rope_table  # noqa: E402
 
@@ -41,6 +41,11 @@ def finish(dit, z, s0, ctx, ctx_null, steps, guide, gen):
         v = dit(xt.expand(2, -1, -1, -1, -1), torch.full((2,), a * 1000.0), c, rope, bias)
         xt = xt + (b - a) * (v[1] + guide * (v[0] - v[1])).unsqueeze(0)
     return xt
+
+
+def encode_caption(t5, spm, text):
+    """-> [L, text_dim], the umT5 output of the caption's tokens (no padding)."""
+    return encode_texts(t5, tokenize(spm, [text]))[0]
 
 
 def main():
@@ -64,14 +69,7 @@ def main():
     mean = torch.tensor(WAN21_MEAN).view(1, -1, 1, 1, 1)
     std = torch.tensor(WAN21_STD).view(1, -1, 1, 1, 1)
     spm = os.path.join(args.model, "google", "umt5-xxl", "spiece.model")
-
-    def encode_text(text):
-        (tok,) = tokenize(spm, [text])
-        ids = torch.tensor([tok])
-        with torch.no_grad():
-            return t5(ids, torch.ones_like(ids))[0]  # [L, text_dim]
-
-    ctx_null = encode_text("")  # the unconditional branch vidax-tiny was trained with
+    ctx_null = encode_caption(t5, spm, "")  # the unconditional branch vidax-tiny was trained with
     with tempfile.TemporaryDirectory() as tmp:
         ds = synth_clips(args.vidax, os.path.join(tmp, "clips"), args.count, args.seed, args.layout)
         totals = {s0: dict.fromkeys(ATTRS, 0) for s0 in sigmas}
@@ -82,7 +80,7 @@ def main():
                 # The exported VAE's raw latent carries the official statistics (vidax's
                 # normalisation maps it to what the DiT was trained on).
                 z = (vae.encode_mu(torch.from_numpy(ds.video(i)).unsqueeze(0)) - mean) / std
-            ctx = encode_text(ds.caption(i))
+            ctx = encode_caption(t5, spm, ds.caption(i))
             for s0 in sigmas:
                 out = finish(dit, z, s0, ctx, ctx_null, args.steps, args.guide,
                              torch.Generator().manual_seed(i))
