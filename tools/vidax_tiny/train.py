@@ -669,9 +669,9 @@ def phase_export(args):
     os.makedirs(os.path.join(out, "google", "umt5-xxl"), exist_ok=True)
     shutil.copyfile(os.path.join(w, "spiece.model"), os.path.join(out, "google", "umt5-xxl", "spiece.model"))
     t5 = load_t5(w)
-    if args.from_checkpoint:
+    if args.from_checkpoint is not None:
         # A run still in progress (or stopped): its checkpoint's weights at the step reached.
-        ckpt = torch.load(os.path.join(w, "dit_ckpt.pt"))
+        ckpt = torch.load(args.from_checkpoint or os.path.join(w, "dit_ckpt.pt"))
         dit_state = dit_result(ckpt, bool(C["dit_train_t5"]))
         log(f"export: DiT checkpoint at step {ckpt['step']}"
             f"{' (EMA weights)' if ckpt.get('ema') is not None else ''}")
@@ -710,8 +710,9 @@ def main():
     ap.add_argument("--work", default="build/vidax-tiny-work")
     ap.add_argument("--out", default="models/vidax-tiny")
     ap.add_argument("--vidax", default="build/release/vidax")
-    ap.add_argument("--from-checkpoint", action="store_true",
-                    help="export: take the DiT from WORK/dit_ckpt.pt (a run in progress) instead of dit.pt")
+    ap.add_argument("--from-checkpoint", nargs="?", const="", metavar="CKPT",
+                    help="export: take the DiT from a trainer checkpoint (default WORK/dit_ckpt.pt, a run "
+                         "in progress) instead of WORK/dit.pt")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a scalar CONFIG entry, or one of a model dict as dit.text_len=64 (changes the result)")
     args = ap.parse_args()
