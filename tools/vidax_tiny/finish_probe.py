@@ -93,5 +93,6 @@ def main():
         for s0 in sigmas:
             print(f"finished from sigma {s0}, {len(ds)} clips:", tally_text(totals[s0], len(ds)), flush=True)
 
+
 if __name__ == "__main__":
     main()
