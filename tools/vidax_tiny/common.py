@@ -100,7 +100,7 @@ CONFIG = {
     # dit_lowres_batch, before the dit_steps full-size ones; one rate schedule over both.
     "dit_lowres_steps": 0, "dit_lowres_size": 128, "dit_lowres_batch": 8,
     "cfg_drop": 0.1,            # share of captions replaced by the empty prompt ""
-    "threads": 1,  # 2 OpenMP threads on this shared 2-core machine were 30x slower
+    "threads": 1,  # 2 OpenMP threads: 30x slower with the other core busy, no faster with it free
 }
 
 def apply_overrides(pairs):

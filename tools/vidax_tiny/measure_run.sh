@@ -16,7 +16,7 @@
 # 15 minutes on a free core. Needs build/release/vidax and build/vidax-tiny-score/score_clip.
 set -eu
 [ $# -ge 3 ] || { echo "usage: $0 WORK OUT LAYOUT [--set KEY=VALUE ...]" >&2; exit 2; }
-work=$1 out=$2 layout=$3
+work=$(realpath -m "$1") out=$(realpath -m "$2") layout=$3  # before the cd below
 shift 3
 cd "$(dirname "$0")/../.."
 [ -f "$work/dit_ckpt.pt" ] || { echo "$0: $work/dit_ckpt.pt: no DiT checkpoint to measure" >&2; exit 1; }
@@ -26,7 +26,9 @@ mkdir -p "$out"
 rm -rf "$out/model"
 cp "$work/dit_ckpt.pt" "$out/measured_ckpt.pt"
 $py tools/vidax_tiny/train.py export --from-checkpoint "$out/measured_ckpt.pt" --work "$work" \
-    --out "$out/model" --set dit_layout="$layout" "$@" 2>&1 | tee "$out/export.log"
+    --out "$out/model" --set dit_layout="$layout" "$@" > "$out/export.log" 2>&1 \
+    || { cat "$out/export.log" >&2; exit 1; }
+cat "$out/export.log"
 $py tools/vidax_tiny/probe.py x0 "$work" "$out/measured_ckpt.pt" --set dit_layout="$layout" "$@" \
     > "$out/probe.txt"
 $py tools/vidax_tiny/finish_probe.py --model "$out/model" --layout "$layout" --sigmas 0.5,0.75,0.9 \
