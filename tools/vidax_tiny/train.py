@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import data_parallel  # noqa: E402
 from common import (CONFIG, apply_overrides, encode_texts, encode_texts_train, make_t5, tokenize,  # noqa: E402
                     write_safetensors)
 from dataset import SynthDataset, to_model  # noqa: E402
@@ -141,8 +142,9 @@ class Trainer:
     ema > 0 an exponential moving average of the weights (decay min(ema, (1 + k) / (10 + k))
     at step k, the usual warm-up so early averages are not dominated by the initialisation)."""
 
-    def __init__(self, name, work, model, lr, ema=0.0):
+    def __init__(self, name, work, model, lr, ema=0.0, group=None):
         self.name, self.model, self.ema_decay = name, model, ema
+        self.group = group or data_parallel.Group()  # rank 0 alone writes and logs
         self.ckpt = os.path.join(work, f"{name}_ckpt.pt")
         self.csv = os.path.join(work, f"{name}_loss.csv")
         self.opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -156,7 +158,8 @@ class Trainer:
             self.ema = s.get("ema")
             if ema and self.ema is None:
                 sys.exit(f"{name}: {self.ckpt} has no EMA weights; it was not started with EMA on")
-            log(f"{name}: resumed at step {self.step}")
+            if self.group.main:
+                log(f"{name}: resumed at step {self.step}")
         if ema and self.ema is None:
             self.ema = {k: v.detach().clone().float() for k, v in model.state_dict().items()}
 
@@ -192,6 +195,7 @@ class Trainer:
             loss = step_fn(gen, self.step)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
+            loss = self.group.sum_grads(self.model.parameters(), loss)  # the whole batch's
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
             self.opt.step()
             if self.ema is not None:
@@ -199,6 +203,8 @@ class Trainer:
             self.seconds += time.time() - t0
             self.step += 1
             self.losses.append([self.step, float(loss), round(self.seconds, 1)])
+            if not self.group.main:
+                continue
             if self.step % 10 == 0:
                 recent = np.mean([l[1] for l in self.losses[-10:]])
                 log(f"{self.name} step {self.step}/{total} loss {recent:.4f} ({self.seconds:.0f} s)")
@@ -544,10 +550,29 @@ def load_t5(work):
     return t5.eval()
 
 
+def shard_weighted_mse(pred, target, weight, group):
+    """This process's part of the whole batch's weighted mean squared error
+    (err * weight).mean() / weight.mean(): pred and target hold the rows group.shard(B) of the
+    batch, weight [B, ...] (broadcast over pred's other dimensions) all B rows, whose mean
+    normalises. The processes' parts add up to the whole; with one process it is the whole."""
+    b = weight.shape[0]
+    err = (pred.float() - target) ** 2
+    return (err * weight[group.shard(b)]).mean() / weight.mean() * group.share(b)
+
+
 def phase_dit(args):
     out = os.path.join(args.work, "dit.pt")
     if os.path.exists(out):
         return
+    smallest = min(C["dit_batch"], C["dit_lowres_batch"] if C["dit_lowres_steps"] else C["dit_batch"])
+    if args.procs > smallest:
+        sys.exit(f"--procs {args.procs}: more processes than rows in a batch ({smallest})")
+    data_parallel.run(args.procs, lambda group: train_dit(args, out, group))
+
+
+def train_dit(args, out, group):
+    """The DiT phase as one of group.size data-parallel processes (data_parallel.py; the
+    others' standard output goes to /dev/null)."""
     lat = torch.load(os.path.join(args.work, "latents.pt"))
     # latents.pt is cached: a WORK encoded for the other layout would silently train on it.
     if lat.get("layout", "random") != C["dit_layout"]:
@@ -624,29 +649,33 @@ def phase_dit(args):
         x0 = zs[idx]
         noise = torch.randn(x0.shape, generator=gen)
         s = sigma.view(-1, 1, 1, 1, 1)
-        xt = (1 - s) * x0 + s * noise
+        # Every process draws the whole batch above (the same generator) and runs its shard.
+        sh = group.shard(bsz)
+        x0, noise, s_sh = x0[sh], noise[sh], s[sh]
+        xt = (1 - s_sh) * x0 + s_sh * noise
+        rows = range(bsz)[sh]
         if train_t5:
-            batch_ids = [ids_null if drop[j] else ids[int(idx[j])] for j in range(bsz)]
+            batch_ids = [ids_null if drop[j] else ids[int(idx[j])] for j in rows]
             contexts = encode_texts_train(t5, batch_ids)
         else:
-            contexts = [ctx_null if drop[j] else ctx[int(idx[j])] for j in range(bsz)]
+            contexts = [ctx_null if drop[j] else ctx[int(idx[j])] for j in rows]
         c, bias = dit.compact_context(contexts)
         with dit_autocast():
-            pred = dit(xt, sigma * 1000, c, rp, bias)
+            pred = dit(xt, sigma[sh] * 1000, c, rp, bias)
         wt = ws[idx].unsqueeze(1)  # [B, 1, F, H, W], broadcast over channels
         if decay:
             # The object excess fades with the noise: 1 + w_obj (1 - sigma)^decay.
             wt = 1 + (wt - 1) * (1 - s) ** decay
-        err = (pred.float() - (noise - x0)) ** 2
-        return (err * wt).mean() / wt.mean()
+        return shard_weighted_mse(pred, noise - x0, wt, group)
 
     # One optimiser over both when the encoder trains (a ModuleDict keeps the checkpoint's
     # parameter order fixed).
     model = nn.ModuleDict({"dit": dit, "t5": t5}) if train_t5 else dit
-    tr = Trainer("dit", args.work, model, C["dit_lr"], ema=C["dit_ema"])
+    tr = Trainer("dit", args.work, model, C["dit_lr"], ema=C["dit_ema"], group=group)
     tr.run(total, lambda k: lr_at(k, total, C["dit_lr"], C["dit_warmup"]), step)
-    save_atomic(dit_result(torch.load(tr.ckpt), train_t5), out)
-    log(f"dit: done in {tr.seconds:.0f} s")
+    if group.main:
+        save_atomic(dit_result(torch.load(tr.ckpt), train_t5), out)
+        log(f"dit: done in {tr.seconds:.0f} s")
 
 
 def dit_result(ckpt, train_t5):
@@ -713,9 +742,15 @@ def main():
     ap.add_argument("--from-checkpoint", nargs="?", const="", metavar="CKPT",
                     help="export: take the DiT from a trainer checkpoint (default WORK/dit_ckpt.pt, a run "
                          "in progress) instead of WORK/dit.pt")
+    ap.add_argument("--procs", type=int, default=1, metavar="N",
+                    help="dit: N data-parallel processes of one thread each, ~N times the steps per "
+                         "second on N free cores; the same run up to float summation order "
+                         "(data_parallel.py)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a scalar CONFIG entry, or one of a model dict as dit.text_len=64 (changes the result)")
     args = ap.parse_args()
+    if args.procs != 1 and args.phase not in ("dit", "all"):
+        ap.error("--procs applies to the dit phase only")
     apply_overrides(args.set)
     torch.set_num_threads(C["threads"])
     os.makedirs(args.work, exist_ok=True)
