@@ -151,9 +151,13 @@ def check_data_parallel():
                "def fn(g):\n    if g.rank == 1:\n        raise RuntimeError('worker broke')\n"
                "    time.sleep(60)\n"
                "data_parallel.run(2, fn)\n") % HERE
-    r = subprocess.run([sys.executable, "-c", failing], capture_output=True, text=True, timeout=50)
+    with tempfile.TemporaryDirectory() as tmp:  # the run's own temporary folder goes here
+        r = subprocess.run([sys.executable, "-c", failing], capture_output=True, text=True, timeout=50,
+                           env=dict(os.environ, TMPDIR=tmp))
+        left = os.listdir(tmp)
     assert r.returncode == 1, (r.returncode, r.stderr)
     assert "worker broke" in r.stderr and "worker process 1 failed" in r.stderr, r.stderr
+    assert not left, f"a failed run left {left} behind"
     print(f"data parallel: 2 processes match 1 over 4 steps (losses {la[0]:.4f} .. {la[-1]:.4f}); "
           "a failed worker stops the run")
 

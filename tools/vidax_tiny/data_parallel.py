@@ -80,7 +80,7 @@ def _join(store, rank, size):
                             timeout=datetime.timedelta(seconds=300))
 
 
-def _watch(rank, pid, state):
+def _watch(rank, pid, state, tmp):
     """Reaps one child; a child that fails while rank 0 still runs stops the whole run at once
     (rank 0 would otherwise wait in gloo until its timeout). A checkpoint write cut short
     leaves the previous checkpoint: train.py's save_atomic renames a finished file."""
@@ -90,6 +90,7 @@ def _watch(rank, pid, state):
         sys.stderr.write(f"data parallel: worker process {rank} failed (exit status {code}); "
                          "stopping the run\n")
         sys.stderr.flush()
+        shutil.rmtree(tmp, ignore_errors=True)
         os._exit(1)
 
 
@@ -127,7 +128,7 @@ def run(size, fn):
         pids[rank] = pid
     # Started after the last fork: a child gets a copy of the forking thread only.
     for rank, pid in pids.items():
-        watchers.append(threading.Thread(target=_watch, args=(rank, pid, state), daemon=True))
+        watchers.append(threading.Thread(target=_watch, args=(rank, pid, state, tmp), daemon=True))
         watchers[-1].start()
     try:
         _join(store, 0, size)
