@@ -6,7 +6,7 @@ captions by `score_clip` (built by score.sh), as `vidax eval` scores generations
 
     OMP_NUM_THREADS=1 tools/vidax_tiny/finish_probe.py --model models/vidax-tiny \
         --score-clip build/vidax-tiny-score/score_clip [--sigmas 0.9,0.75] [--count 16] \
-        [--layout random|canonical|large]
+        [--layout random|canonical|large] [--ask-shape circle|square|triangle]
 
 S = 1 is generation from noise; the smaller S, the more of the clip (place, then size, then
 shape) is already fixed by x_S. The sigma at which adherence collapses says which part of the
@@ -16,6 +16,7 @@ training's 1,000,000+ nor the eval suite's 7,000,000+); noise n for clip i is se
 """
 import argparse
 import os
+import re
 import sys
 import tempfile
 
@@ -27,6 +28,8 @@ from clip_scoring import ATTRS, score_video, synth_clips, tally_text  # noqa: E4
 from common import encode_texts, tokenize  # noqa: E402
 from exported import load_exported  # noqa: E402
 from models import WAN21_MEAN, WAN21_STD, rope_table  # noqa: E402
+
+SHAPES = ("circle", "square", "triangle")  # the synthetic world's shape words
 
 
 @torch.no_grad()
@@ -60,6 +63,10 @@ def main():
                     help="vidax synth --layout of the clips (the one the DiT was trained on)")
     ap.add_argument("--steps", type=int, default=14, help="Euler steps from each start sigma to 0")
     ap.add_argument("--guide", type=float, default=5.0, help="CFG scale (vidax-tiny's default)")
+    ap.add_argument("--ask-shape", choices=SHAPES,
+                    help="condition on (and score against) each caption with every shape word replaced "
+                         "by this one: does the DiT read the shape word? (compare the found shapes "
+                         "of runs with each word)")
     args = ap.parse_args()
     sigmas = [float(s) for s in args.sigmas.split(",")]
     if not all(0 < s <= 1 for s in sigmas):
@@ -80,16 +87,19 @@ def main():
                 # The exported VAE's raw latent carries the official statistics (vidax's
                 # normalisation maps it to what the DiT was trained on).
                 z = (vae.encode_mu(torch.from_numpy(ds.video(i)).unsqueeze(0)) - mean) / std
-            ctx = encode_caption(t5, spm, ds.caption(i))
+            caption = ds.caption(i)
+            if args.ask_shape:
+                caption = re.sub(r"\b(" + "|".join(SHAPES) + r")\b", args.ask_shape, caption)
+            ctx = encode_caption(t5, spm, caption)
             for s0 in sigmas:
                 out = finish(dit, z, s0, ctx, ctx_null, args.steps, args.guide,
                              torch.Generator().manual_seed(i))
                 with torch.no_grad():
                     rec = vae.decode(out * std + mean).clamp(-1, 1)
-                verdict, line = score_video(args.score_clip, rec, ds.caption(i), os.path.join(tmp, "clip.rgb"))
+                verdict, line = score_video(args.score_clip, rec, caption, os.path.join(tmp, "clip.rgb"))
                 for a in ATTRS:
                     totals[s0][a] += verdict[a]
-                print(f"sigma {s0} | {ds.caption(i)}\n  {line}", flush=True)
+                print(f"sigma {s0} | {caption}\n  {line}", flush=True)
         for s0 in sigmas:
             print(f"finished from sigma {s0}, {len(ds)} clips:", tally_text(totals[s0], len(ds)), flush=True)
 
