@@ -26,8 +26,9 @@ CONFIG = {
     "dit_clips": 512,           # the first ones, encoded once for the DiT
     "caption_clips": 20000,     # captions only (1-frame 16x16 renders) for the tokenizer
     "size": 256, "frames": 17,
-    # tokenizer (spm_train unigram, umT5 special ids)
-    "vocab": 128,
+    # tokenizer (spm_train, umT5 special ids). "word" makes every caption word one piece (45 on
+    # this corpus); unigram spells the shape words letter by letter (docs/vidax-tiny.md).
+    "vocab": 128, "tokenizer_type": "unigram",
     # umT5 encoder: fixed random init (official init_weights scales), stored as bf16
     "t5": dict(dim=64, dim_attn=64, dim_ffn=128, num_heads=4, num_layers=2, num_buckets=32),
     # Wan 2.1 VAE

@@ -67,6 +67,8 @@ def phase_tokenizer(args):
     w = args.work
     if os.path.exists(os.path.join(w, "spiece.model")):
         return
+    if C["tokenizer_type"] not in ("unigram", "word"):
+        sys.exit(f"tokenizer_type: expected unigram or word, got '{C['tokenizer_type']}'")
     cap_dir = os.path.join(w, "captions")
     if not os.path.exists(os.path.join(cap_dir, "manifest.json")):
         subprocess.run([args.vidax, "synth", "--out", cap_dir, "--count", str(C["caption_clips"]),
@@ -78,7 +80,7 @@ def phase_tokenizer(args):
     with open(txt, "w") as f:
         f.write("\n".join(caps) + "\n")
     subprocess.run(["spm_train", f"--input={txt}", f"--model_prefix={w}/spiece",
-                    f"--vocab_size={C['vocab']}", "--model_type=unigram", "--character_coverage=1.0",
+                    f"--vocab_size={C['vocab']}", f"--model_type={C['tokenizer_type']}", "--character_coverage=1.0",
                     "--pad_id=0", "--eos_id=1", "--unk_id=2", "--bos_id=-1",
                     "--hard_vocab_limit=false", "--num_threads=1", "--minloglevel=2"],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
