@@ -60,7 +60,7 @@ class Group:
         offset = 0
         for p in params:
             n = p.numel()
-            p.grad = flat[offset:offset + n].view_as(p).to(p.dtype).clone()
+            p.grad = flat[offset:offset + n].view_as(p).to(p.dtype)  # flat is new every step
             offset += n
         return float(flat[-1])
 
