@@ -14,7 +14,10 @@
    blue) encoded by the shipped VAE, noised to sigma 0.3 and finished by the shipped DiT, comes
    back at least twice as close to its latent as the noised input was (a sign or scale error in
    either fails it; measured: 0.030 against 0.149);
-5. data-parallel training (train.py --procs, data_parallel.py): two processes take the same
+5. joint image-video training (`dit_image_every`): the step schedule, and its premise that the
+   causal VAE's first latent frame encodes the first pixel frame alone; probe.py words' caption
+   edits;
+6. data-parallel training (train.py --procs, data_parallel.py): two processes take the same
    steps as one, and a worker that fails stops the run with a message.
 
 Exits 77 (CTest: skipped) when torch is not installed (CI installs it only with
@@ -162,6 +165,40 @@ def check_data_parallel():
           "a failed worker stops the run")
 
 
+def check_image_steps():
+    import probe  # noqa: E402
+    import train  # noqa: E402
+    from exported import load_exported  # noqa: E402
+    kinds = [train.dit_step_kind(k, 2, 3) for k in range(9)]
+    assert kinds == ["lowres"] * 2 + ["video", "video", "image"] * 2 + ["video"], kinds
+    assert {train.dit_step_kind(k, 0, 0) for k in range(5)} == {"video"}
+    # An image step trains on z[:, :, :1] as the latent of the clip's first frame: true only if
+    # latent frame 0 sees no later frame (Wan's causal VAE). Measured: equal to ~1e-6.
+    _, _, vae = load_exported(os.path.join(ROOT, "models", "vidax-tiny"))
+    video = torch.rand(1, 3, 9, 64, 64, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    with torch.no_grad():
+        whole, first = vae.encode_mu(video), vae.encode_mu(video[:, :, :1])
+    assert whole.shape[2] == 3 and first.shape[2] == 1, (whole.shape, first.shape)
+    gap = float((whole[:, :, :1] - first).abs().max())
+    assert gap <= 1e-4 * float(first.abs().max()), f"latent frame 0 depends on later frames ({gap:.3g})"
+    assert float((whole[:, :, 1:] - whole[:, :, :1]).abs().max()) > 0.1  # the frames do differ
+    edits = {
+        ("a red square moves up on a gray background", "shape"): "a red triangle moves up on a gray background",
+        ("on a dark red background, a yellow triangle shrinks", "shape"):
+            "on a dark red background, a yellow circle shrinks",
+        ("an orange circle rises on a dark blue background", "colour"):
+            "a yellow circle rises on a dark blue background",
+        ("a purple square rises against a dark green background", "colour"):
+            "a white square rises against a dark green background",
+        ("a white circle bounces on a dark red background", "colour"):
+            "a red circle bounces on a dark red background",
+    }
+    for (caption, what), want in edits.items():
+        got = probe.swap_object(caption, what)
+        assert got == want, (caption, what, got)
+    print(f"image steps: schedule ok, latent frame 0 is the first frame's (gap {gap:.1e}); caption edits ok")
+
+
 def check_finish_probe():
     from exported import load_exported  # noqa: E402
     from finish_probe import encode_caption, finish  # noqa: E402
@@ -191,5 +228,6 @@ if __name__ == "__main__":
     check_overrides()
     check_parity_file()
     check_ema()
+    check_image_steps()
     check_data_parallel()
     check_finish_probe()

@@ -100,6 +100,11 @@ CONFIG = {
     # latents of the same clips downscaled to dit_lowres_size (4x fewer tokens at 128), batch
     # dit_lowres_batch, before the dit_steps full-size ones; one rate schedule over both.
     "dit_lowres_steps": 0, "dit_lowres_size": 128, "dit_lowres_batch": 8,
+    # Joint image-video training, as Wan trains (an image is a 1-frame video): every
+    # dit_image_every-th step (0: never) trains on the first latent frames alone (a causal VAE's
+    # latent frame 0 encodes pixel frame 0 alone), batch dit_image_batch: 256 tokens instead of
+    # 1,280, so more captions per second for what one frame shows (colour, shape, background).
+    "dit_image_every": 0, "dit_image_batch": 16,
     "cfg_drop": 0.1,            # share of captions replaced by the empty prompt ""
     "threads": 1,  # 2 OpenMP threads: 30x slower with the other core busy, no faster with it free
 }

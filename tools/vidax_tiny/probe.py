@@ -9,12 +9,17 @@ latent frames apart"). One thread; each runs in well under a minute.
     probe.py x0 WORK DIT.pt       the DiT's x0 prediction at sigma 1 / 0.9 / 0.7 on 16 training
                                   latents against the truth and against the dataset mean, and
                                   at sigma 1 how far another clip's caption moves it
+    probe.py words WORK DIT.pt    does the DiT read the shape and colour words? 16 one-object
+                                  training latents noised to sigma 0.9 / 0.75 / 0.5, the x0
+                                  prediction with the caption's shape word (or the object's
+                                  colour word) replaced, against the prediction with the caption
 
 `--set KEY=VALUE` arguments override CONFIG as in train.py (a DiT trained with
 `--set dit.text_len=64` must be probed with the same).
 
 WORK needs latents.pt (x0, latents), clips/ (still) and spiece.model (x0). DIT.pt and VAE.pt may
-be results (dit.pt, vae.pt) or checkpoints (*_ckpt.pt).
+be results (dit.pt, vae.pt) or checkpoints (*_ckpt.pt); `--raw` probes a checkpoint's trained
+weights instead of their moving average (a fork whose average still holds the old run's weights).
 """
 import argparse
 import os
@@ -71,17 +76,22 @@ def probe_still(work, vae_file):
           f"still {np.mean(p_still):.2f} dB")
 
 
-def probe_x0(work, dit_file):
-    lat = torch.load(os.path.join(work, "latents.pt"))
-    z = train.normalised_latents(lat).float()
+def load_dit(dit_file, raw):
     dit = WanDiT(**C["dit"])
     state = torch.load(dit_file)
-    # A trainer checkpoint of a run with dit_ema: its averaged weights, as dit.pt would hold.
-    ema = state.get("ema") is not None
+    # A trainer checkpoint of a run with dit_ema: its averaged weights, as dit.pt would hold,
+    # unless --raw asks for the trained ones.
+    ema = state.get("ema") is not None and not raw
     dit.load_state_dict(state["ema"] if ema else state.get("model", state))
-    if ema:
-        print(f"EMA weights of the checkpoint at step {state['step']}")
-    dit.eval()
+    if "step" in state:
+        print(f"{'EMA' if ema else 'trained'} weights of the checkpoint at step {state['step']}")
+    return dit.eval()
+
+
+def probe_x0(work, dit_file, raw):
+    lat = torch.load(os.path.join(work, "latents.pt"))
+    z = train.normalised_latents(lat).float()
+    dit = load_dit(dit_file, raw)
     n = 16
     x0 = z[:n]
     ids = tokenize(os.path.join(work, "spiece.model"), lat["captions"][:n])
@@ -113,12 +123,61 @@ def probe_x0(work, dit_file):
                   f"difference {float(((tg - tg.roll(1, 0)) ** 2).mean()):.3f})")
 
 
+SHAPES = ("circle", "square", "triangle")
+COLOURS = ("red", "orange", "yellow", "green", "cyan", "blue", "purple", "white")  # object colours
+OBJECT = re.compile(r"\ban? (" + "|".join(COLOURS) + r") (" + "|".join(SHAPES) + r")\b")
+
+
+def swap_object(caption, what):
+    """The one-object caption with its object's shape (or colour) word replaced by the next one."""
+    m = OBJECT.search(caption)
+    colour, shape = m.group(1), m.group(2)
+    if what == "shape":
+        shape = SHAPES[(SHAPES.index(shape) + 1) % len(SHAPES)]
+    else:
+        colour = COLOURS[(COLOURS.index(colour) + 1) % len(COLOURS)]
+    article = "an" if colour[0] in "aeiou" else "a"
+    return caption[:m.start()] + f"{article} {colour} {shape}" + caption[m.end():]
+
+
+def probe_words(work, dit_file, raw):
+    """How far a changed shape or colour word moves the x0 prediction (mean square over all
+    voxels). No ground truth says how far it should move: compare the two words, and runs."""
+    lat = torch.load(os.path.join(work, "latents.pt"))
+    z = train.normalised_latents(lat).float()
+    dit = load_dit(dit_file, raw)
+    # One-object clips only, so "the object's shape" is one word and one place.
+    pick = [i for i, c in enumerate(lat["captions"]) if len(OBJECT.findall(c)) == 1][:16]
+    n = len(pick)
+    x0 = z[pick]
+    captions = [lat["captions"][i] for i in pick]
+    texts = captions + [swap_object(c, "shape") for c in captions] + [swap_object(c, "colour") for c in captions]
+    ctx, bias = dit.compact_context(encode_texts(train.load_t5(work), tokenize(os.path.join(work, "spiece.model"), texts)))
+    cos, sin = rope_table(x0.shape[2], x0.shape[3] // 2, x0.shape[4] // 2, dit.blocks[0].self_attn.head_dim)
+    gen = torch.Generator().manual_seed(1)
+    print(f"{n} one-object clips, e.g. '{texts[0]}' -> '{texts[n]}' / '{texts[2 * n]}'")
+    for s in (0.9, 0.75, 0.5):
+        xt = (1 - s) * x0 + s * torch.randn(x0.shape, generator=gen)
+        preds = []
+        for k in range(3):  # true caption, shape swapped, colour swapped
+            with torch.no_grad():
+                v = dit(xt, torch.full((n,), s * 1000.0), ctx[k * n:(k + 1) * n],
+                        (cos.float(), sin.float()), bias[k * n:(k + 1) * n]).float()
+            preds.append(xt - s * v)
+        d_shape = float(((preds[1] - preds[0]) ** 2).mean())
+        d_colour = float(((preds[2] - preds[0]) ** 2).mean())
+        err = float(((preds[0] - x0) ** 2).mean())
+        print(f"sigma {s}: x0 mse {err:.4f}; moved by the shape word {d_shape:.5f}, by the colour "
+              f"word {d_colour:.5f} (ratio {d_shape / max(d_colour, 1e-12):.3f})")
+
+
 def main():
     torch.set_num_threads(1)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("latents", "still", "x0"))
+    ap.add_argument("what", choices=("latents", "still", "x0", "words"))
     ap.add_argument("work")
-    ap.add_argument("file", nargs="?", help="VAE.pt (still) or DIT.pt (x0)")
+    ap.add_argument("file", nargs="?", help="VAE.pt (still) or DIT.pt (x0, words)")
+    ap.add_argument("--raw", action="store_true", help="a checkpoint's trained weights, not their average")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
     if (args.file is None) != (args.what == "latents"):
@@ -128,8 +187,10 @@ def main():
         probe_latents(args.work)
     elif args.what == "still":
         probe_still(args.work, args.file)
+    elif args.what == "x0":
+        probe_x0(args.work, args.file, args.raw)
     else:
-        probe_x0(args.work, args.file)
+        probe_words(args.work, args.file, args.raw)
 
 
 if __name__ == "__main__":

@@ -568,7 +568,8 @@ def phase_dit(args):
     out = os.path.join(args.work, "dit.pt")
     if os.path.exists(out):
         return
-    smallest = min(C["dit_batch"], C["dit_lowres_batch"] if C["dit_lowres_steps"] else C["dit_batch"])
+    smallest = min(C["dit_batch"], C["dit_lowres_batch"] if C["dit_lowres_steps"] else C["dit_batch"],
+                   C["dit_image_batch"] if C["dit_image_every"] else C["dit_batch"])
     if args.procs > smallest:
         sys.exit(f"--procs {args.procs}: more processes than rows in a batch ({smallest})")
     data_parallel.run(args.procs, lambda group: train_dit(args, out, group))
@@ -637,15 +638,22 @@ def train_dit(args, out, group):
         return cos.float(), sin.float()
 
     rope = rope_for(z)
+    image_every = C["dit_image_every"]
+    if image_every < 0:
+        sys.exit(f"dit: dit_image_every must be 0 (off) or a step period, got {image_every}")
+    # [N, C, 1, H, W]: the first latent frame of every clip, the image it encodes.
+    z_img, weight_img = z[:, :, :1], weight[:, :1]
+    rope_img = rope_for(z_img)
     rope_lo = rope_for(z_lo) if lowres else None
     shift = C["train_shift"]
     total = lowres + C["dit_steps"]
 
     def step(gen, k):
         # Steps below `lowres` train on the downscaled clips' latents.
-        low = k < lowres
-        bsz = C["dit_lowres_batch"] if low else C["dit_batch"]
-        zs, ws, rp = (z_lo, weight_lo, rope_lo) if low else (z, weight, rope)
+        kind = dit_step_kind(k, lowres, image_every)
+        bsz = {"lowres": C["dit_lowres_batch"], "image": C["dit_image_batch"], "video": C["dit_batch"]}[kind]
+        zs, ws, rp = {"lowres": (z_lo, weight_lo, rope_lo), "image": (z_img, weight_img, rope_img),
+                      "video": (z, weight, rope)}[kind]
         idx = torch.randint(len(zs), (bsz,), generator=gen)
         drop = torch.rand(bsz, generator=gen) < C["cfg_drop"]
         u = torch.rand(bsz, generator=gen)
@@ -680,6 +688,16 @@ def train_dit(args, out, group):
     if group.main:
         save_atomic(dit_result(torch.load(tr.ckpt), train_t5), out)
         log(f"dit: done in {tr.seconds:.0f} s")
+
+
+def dit_step_kind(k, lowres, image_every):
+    """What DiT step k trains on: "lowres" (the first `lowres` steps), "image" (every
+    image_every-th step after them, 0: never) or "video"."""
+    if k < lowres:
+        return "lowres"
+    if image_every and (k - lowres) % image_every == image_every - 1:
+        return "image"
+    return "video"
 
 
 def dit_result(ckpt, train_t5):
