@@ -106,6 +106,8 @@ def check_ema():
         assert result["step"] == 3
         assert all(torch.equal(result["model"][n], tr.ema[n]) for n in expect)
         assert all(torch.equal(result["model_raw"][n], seen[-1][n]) for n in expect)
+        raw = train.dit_result(torch.load(os.path.join(tmp, "t_ckpt.pt")), False, raw=True)
+        assert all(torch.equal(raw["model"][n], seen[-1][n]) for n in expect)
         plain = train.Trainer("p", tmp, torch.nn.Linear(3, 2), 0.1)
         plain.run(1, lambda k: 0.1, lambda gen, k: (plain.model(x) ** 2).sum())
         try:

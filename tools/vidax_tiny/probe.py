@@ -13,6 +13,7 @@ latent frames apart"). One thread; each runs in well under a minute.
                                   training latents noised to sigma 0.9 / 0.75 / 0.5, the x0
                                   prediction with the caption's shape word (or the object's
                                   colour word) replaced, against the prediction with the caption
+                                  (--image: their first latent frames alone)
 
 `--set KEY=VALUE` arguments override CONFIG as in train.py (a DiT trained with
 `--set dit.text_len=64` must be probed with the same).
@@ -140,7 +141,7 @@ def swap_object(caption, what):
     return caption[:m.start()] + f"{article} {colour} {shape}" + caption[m.end():]
 
 
-def probe_words(work, dit_file, raw):
+def probe_words(work, dit_file, raw, image):
     """How far a changed shape or colour word moves the x0 prediction (mean square over all
     voxels). No ground truth says how far it should move: compare the two words, and runs."""
     lat = torch.load(os.path.join(work, "latents.pt"))
@@ -149,13 +150,13 @@ def probe_words(work, dit_file, raw):
     # One-object clips only, so "the object's shape" is one word and one place.
     pick = [i for i, c in enumerate(lat["captions"]) if len(OBJECT.findall(c)) == 1][:16]
     n = len(pick)
-    x0 = z[pick]
+    x0 = z[pick][:, :, :1] if image else z[pick]  # image: the first latent frames alone
     captions = [lat["captions"][i] for i in pick]
     texts = captions + [swap_object(c, "shape") for c in captions] + [swap_object(c, "colour") for c in captions]
     ctx, bias = dit.compact_context(encode_texts(train.load_t5(work), tokenize(os.path.join(work, "spiece.model"), texts)))
     cos, sin = rope_table(x0.shape[2], x0.shape[3] // 2, x0.shape[4] // 2, dit.blocks[0].self_attn.head_dim)
     gen = torch.Generator().manual_seed(1)
-    print(f"{n} one-object clips, e.g. '{texts[0]}' -> '{texts[n]}' / '{texts[2 * n]}'")
+    print(f"{n} one-object {'images' if image else 'clips'}, e.g. '{texts[0]}' -> '{texts[n]}' / '{texts[2 * n]}'")
     for s in (0.9, 0.75, 0.5):
         xt = (1 - s) * x0 + s * torch.randn(x0.shape, generator=gen)
         preds = []
@@ -178,6 +179,8 @@ def main():
     ap.add_argument("work")
     ap.add_argument("file", nargs="?", help="VAE.pt (still) or DIT.pt (x0, words)")
     ap.add_argument("--raw", action="store_true", help="a checkpoint's trained weights, not their average")
+    ap.add_argument("--image", action="store_true", help="words: the clips' first latent frames alone "
+                    "(what dit_image_every trains on)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
     if (args.file is None) != (args.what == "latents"):
@@ -190,7 +193,7 @@ def main():
     elif args.what == "x0":
         probe_x0(args.work, args.file, args.raw)
     else:
-        probe_words(args.work, args.file, args.raw)
+        probe_words(args.work, args.file, args.raw, args.image)
 
 
 if __name__ == "__main__":

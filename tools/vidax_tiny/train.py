@@ -700,10 +700,12 @@ def dit_step_kind(k, lowres, image_every):
     return "video"
 
 
-def dit_result(ckpt, train_t5):
+def dit_result(ckpt, train_t5, raw=False):
     """dit.pt from a DiT trainer checkpoint: the EMA weights when the run kept them (the raw
-    ones as model_raw), and the encoder's under "t5" when it trained with the DiT."""
-    weights = ckpt["ema"] if ckpt.get("ema") is not None else ckpt["model"]
+    ones as model_raw), and the encoder's under "t5" when it trained with the DiT. raw: the
+    trained weights as "model" even when the run kept an average (a fork whose average still
+    holds the old run's weights)."""
+    weights = ckpt["ema"] if ckpt.get("ema") is not None and not raw else ckpt["model"]
     if train_t5:  # a ModuleDict {"dit", "t5"}
         pick = lambda sd, p: {k[len(p):]: v for k, v in sd.items() if k.startswith(p)}
         result = {"model": pick(weights, "dit."), "t5": pick(weights, "t5.")}
@@ -723,9 +725,9 @@ def phase_export(args):
     if args.from_checkpoint is not None:
         # A run still in progress (or stopped): its checkpoint's weights at the step reached.
         ckpt = torch.load(args.from_checkpoint or os.path.join(w, "dit_ckpt.pt"))
-        dit_state = dit_result(ckpt, bool(C["dit_train_t5"]))
+        dit_state = dit_result(ckpt, bool(C["dit_train_t5"]), raw=args.raw)
         log(f"export: DiT checkpoint at step {ckpt['step']}"
-            f"{' (EMA weights)' if ckpt.get('ema') is not None else ''}")
+            f"{' (EMA weights)' if ckpt.get('ema') is not None and not args.raw else ''}")
     else:
         dit_state = torch.load(os.path.join(w, "dit.pt"))
     if "t5" in dit_state:  # trained with the DiT (dit_train_t5)
@@ -764,6 +766,8 @@ def main():
     ap.add_argument("--from-checkpoint", nargs="?", const="", metavar="CKPT",
                     help="export: take the DiT from a trainer checkpoint (default WORK/dit_ckpt.pt, a run "
                          "in progress) instead of WORK/dit.pt")
+    ap.add_argument("--raw", action="store_true",
+                    help="export --from-checkpoint: the trained DiT weights, not their moving average")
     ap.add_argument("--procs", type=int, default=1, metavar="N",
                     help="dit: N data-parallel processes of one thread each, ~N times the steps per "
                          "second on N free cores; the same run up to float summation order "
@@ -773,6 +777,8 @@ def main():
     args = ap.parse_args()
     if args.procs != 1 and args.phase not in ("dit", "all"):
         ap.error("--procs applies to the dit phase only")
+    if args.raw and (args.phase != "export" or args.from_checkpoint is None):
+        ap.error("--raw applies to export --from-checkpoint only")
     apply_overrides(args.set)
     torch.set_num_threads(C["threads"])
     os.makedirs(args.work, exist_ok=True)
