@@ -163,6 +163,15 @@ def check_data_parallel():
     assert r.returncode == 1, (r.returncode, r.stderr)
     assert "worker broke" in r.stderr and "worker process 1 failed" in r.stderr, r.stderr
     assert not left, f"a failed run left {left} behind"
+    with tempfile.TemporaryDirectory() as tmp:  # a SIGKILLed run's folder is swept by the next run
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        for pid in (dead.pid, os.getpid()):
+            os.makedirs(os.path.join(tmp, f"{data_parallel.PREFIX}{pid}-x"))
+        os.makedirs(os.path.join(tmp, "unrelated"))
+        data_parallel.sweep_stale_folders(tmp)
+        kept = sorted(os.listdir(tmp))
+    assert kept == sorted([f"{data_parallel.PREFIX}{os.getpid()}-x", "unrelated"]), kept
     print(f"data parallel: 2 processes match 1 over 4 steps (losses {la[0]:.4f} .. {la[-1]:.4f}); "
           "a failed worker stops the run")
 

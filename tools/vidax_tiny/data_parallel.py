@@ -94,13 +94,35 @@ def _watch(rank, pid, state, tmp):
         os._exit(1)
 
 
+PREFIX = "vidax-tiny-dp-"
+
+
+def sweep_stale_folders(parent=None):
+    """Removes the temporary folders of earlier runs whose rank 0 is gone (a SIGKILL leaves its
+    folder behind: no cleanup code runs). Each folder is named after its rank 0's pid."""
+    parent = parent or tempfile.gettempdir()
+    for name in os.listdir(parent):
+        if not name.startswith(PREFIX):
+            continue
+        pid = name[len(PREFIX):].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        except PermissionError:  # alive, another user's
+            pass
+
+
 def run(size, fn):
     """Runs fn(group) in `size` processes and returns rank 0's result."""
     if size < 1:
         raise SystemExit(f"--procs: expected a positive number of processes, got {size}")
     if size == 1:
         return fn(Group())
-    tmp = tempfile.mkdtemp(prefix="vidax-tiny-dp-")
+    sweep_stale_folders()
+    tmp = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
     store = os.path.join(tmp, "store")
     parent = os.getpid()
     sys.stdout.flush()
