@@ -207,6 +207,10 @@ def check_image_steps():
     for (caption, what), want in edits.items():
         got = probe.swap_object(caption, what)
         assert got == want, (caption, what, got)
+    from finish_probe import ask_shape  # noqa: E402
+    two = "a white square moves up and a red triangle gets bigger against a gray background"
+    assert ask_shape(two, "circle") == "a white circle moves up and a red circle gets bigger against a gray background"
+    assert ask_shape("a red circle rises on a dark blue background", "circle") == "a red circle rises on a dark blue background"
     print(f"image steps: schedule ok, latent frame 0 is the first frame's (gap {gap:.1e}); caption edits ok")
 
 

@@ -46,6 +46,11 @@ def finish(dit, z, s0, ctx, ctx_null, steps, guide, gen):
     return xt
 
 
+def ask_shape(caption, shape):
+    """The caption with every shape word replaced by `shape` (--ask-shape)."""
+    return re.sub(r"\b(" + "|".join(SHAPES) + r")\b", shape, caption)
+
+
 def encode_caption(t5, spm, text):
     """-> [L, text_dim], the umT5 output of the caption's tokens (no padding)."""
     return encode_texts(t5, tokenize(spm, [text]))[0]
@@ -89,7 +94,7 @@ def main():
                 z = (vae.encode_mu(torch.from_numpy(ds.video(i)).unsqueeze(0)) - mean) / std
             caption = ds.caption(i)
             if args.ask_shape:
-                caption = re.sub(r"\b(" + "|".join(SHAPES) + r")\b", args.ask_shape, caption)
+                caption = ask_shape(caption, args.ask_shape)
             ctx = encode_caption(t5, spm, caption)
             for s0 in sigmas:
                 out = finish(dit, z, s0, ctx, ctx_null, args.steps, args.guide,
