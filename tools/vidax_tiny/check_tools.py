@@ -17,11 +17,15 @@
 5. joint image-video training (`dit_image_every`): the step schedule, and its premise that the
    causal VAE's first latent frame encodes the first pixel frame alone; probe.py words' caption
    edits;
-6. data-parallel training (train.py --procs, data_parallel.py): two processes take the same
+6. the DiT phase end to end on a tiny WORK (4 synthetic clips of 64x64 x 5 frames, encoded by the
+   shipped VAE, 4 steps alternating video and image batches): it runs, feeds each step the
+   latents its kind asks for, and writes dit.pt;
+7. data-parallel training (train.py --procs, data_parallel.py): two processes take the same
    steps as one, and a worker that fails stops the run with a message.
 
 Exits 77 (CTest: skipped) when torch is not installed (CI installs it only with
-VIDAX_WITH_TORCH=1, scripts/setup).
+VIDAX_WITH_TORCH=1, scripts/setup). The vidax binary (for `vidax synth`) is $VIDAX_BIN, set by
+CTest, else build/release/vidax.
 """
 import os
 import subprocess
@@ -214,6 +218,47 @@ def check_image_steps():
     print(f"image steps: schedule ok, latent frame 0 is the first frame's (gap {gap:.1e}); caption edits ok")
 
 
+def check_dit_phase():
+    import argparse
+    import shutil
+    import train  # noqa: E402
+    vidax = os.environ.get("VIDAX_BIN", os.path.join(ROOT, "build", "release", "vidax"))
+    assert os.path.exists(vidax), f"{vidax}: no vidax binary (set VIDAX_BIN)"
+    shipped = os.path.join(ROOT, "models", "vidax-tiny")
+    common.apply_overrides(["clips=4", "holdout=0", "size=64", "frames=5", "dit_steps=4", "dit_batch=2",
+                            "dit_image_every=2", "dit_image_batch=3", "dit_image_sigma_min=0.8",
+                            "dit.text_len=64", "dit_bf16=0", "dit_ema=0.9", "dit_layout=random",
+                            "vae_tune_steps=0", "t5_pretrain_steps=0", "dit_lowres_steps=0"])
+    seen = []
+    forward = train.WanDiT.forward
+
+    def spy(self, x, t, *rest, **kw):
+        seen.append((x.shape[0], x.shape[2], float(t.min()) / 1000))  # batch, latent frames, least sigma
+        return forward(self, x, t, *rest, **kw)
+
+    with tempfile.TemporaryDirectory() as work:
+        args = argparse.Namespace(work=work, vidax=vidax, procs=1)
+        train.phase_data(args)
+        torch.save({"model": torch.load(os.path.join(shipped, "Wan2.1_VAE.pth"))}, os.path.join(work, "vae.pt"))
+        shutil.copy(os.path.join(shipped, "google", "umt5-xxl", "spiece.model"), work)
+        subprocess.run(["spm_export_vocab", f"--model={work}/spiece.model", f"--output={work}/spiece.vocab"],
+                       check=True)
+        train.phase_latents(args)
+        train.WanDiT.forward = spy
+        try:
+            train.phase_dit(args)
+        finally:
+            train.WanDiT.forward = forward
+        result = torch.load(os.path.join(work, "dit.pt"))
+        losses = [entry[1] for entry in torch.load(os.path.join(work, "dit_ckpt.pt"))["losses"]]
+    assert result["step"] == 4 and "model_raw" in result, sorted(result)
+    assert len(losses) == 4 and all(0 < l < 100 for l in losses), losses
+    kinds = [(b, f) for b, f, _ in seen]
+    assert kinds == [(2, 2), (3, 1), (2, 2), (3, 1)], kinds  # video: 2 latent frames of 5 pixel frames
+    assert all(s >= 0.8 for b, f, s in seen if f == 1), seen  # dit_image_sigma_min
+    print(f"dit phase: 4 steps (video, image, video, image), losses {losses[0]:.3f} .. {losses[-1]:.3f}")
+
+
 def check_finish_probe():
     from exported import load_exported  # noqa: E402
     from finish_probe import encode_caption, finish  # noqa: E402
@@ -244,5 +289,6 @@ if __name__ == "__main__":
     check_parity_file()
     check_ema()
     check_image_steps()
+    check_dit_phase()
     check_data_parallel()
     check_finish_probe()

@@ -104,7 +104,8 @@ CONFIG = {
     # dit_image_every-th step (0: never) trains on the first latent frames alone (a causal VAE's
     # latent frame 0 encodes pixel frame 0 alone), batch dit_image_batch: 256 tokens instead of
     # 1,280, so more captions per second for what one frame shows (colour, shape, background).
-    "dit_image_every": 0, "dit_image_batch": 16,
+    # dit_image_sigma_min m > 0 maps image steps' sigma to m + (1 - m) sigma.
+    "dit_image_every": 0, "dit_image_batch": 16, "dit_image_sigma_min": 0.0,
     "cfg_drop": 0.1,            # share of captions replaced by the empty prompt ""
     "threads": 1,  # 2 OpenMP threads: 30x slower with the other core busy, no faster with it free
 }

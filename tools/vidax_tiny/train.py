@@ -641,6 +641,9 @@ def train_dit(args, out, group):
     image_every = C["dit_image_every"]
     if image_every < 0:
         sys.exit(f"dit: dit_image_every must be 0 (off) or a step period, got {image_every}")
+    image_sigma_min = C["dit_image_sigma_min"]
+    if not 0 <= image_sigma_min < 1:
+        sys.exit(f"dit: dit_image_sigma_min must be in [0, 1), got {image_sigma_min}")
     # [N, C, 1, H, W]: the first latent frame of every clip, the image it encodes.
     z_img, weight_img = z[:, :, :1], weight[:, :1]
     rope_img = rope_for(z_img)
@@ -652,12 +655,20 @@ def train_dit(args, out, group):
         # Steps below `lowres` train on the downscaled clips' latents.
         kind = dit_step_kind(k, lowres, image_every)
         bsz = {"lowres": C["dit_lowres_batch"], "image": C["dit_image_batch"], "video": C["dit_batch"]}[kind]
-        zs, ws, rp = {"lowres": (z_lo, weight_lo, rope_lo), "image": (z_img, weight_img, rope_img),
-                      "video": (z, weight, rope)}[kind]
+        if kind == "lowres":
+            zs, ws, rp = z_lo, weight_lo, rope_lo
+        elif kind == "image":
+            zs, ws, rp = z_img, weight_img, rope_img
+        else:
+            zs, ws, rp = z, weight, rope
         idx = torch.randint(len(zs), (bsz,), generator=gen)
         drop = torch.rand(bsz, generator=gen) < C["cfg_drop"]
         u = torch.rand(bsz, generator=gen)
         sigma = shift * u / (1 + (shift - 1) * u)
+        if kind == "image":
+            # dit_image_sigma_min m: image steps only in [m, 1], where the caption still decides
+            # what the object looks like (lower, x_t shows it; docs/vidax-tiny.md)
+            sigma = image_sigma_min + (1 - image_sigma_min) * sigma
         x0 = zs[idx]
         noise = torch.randn(x0.shape, generator=gen)
         s = sigma.view(-1, 1, 1, 1, 1)
