@@ -110,6 +110,11 @@ CONFIG = {
     "threads": 1,  # 2 OpenMP threads: 30x slower with the other core busy, no faster with it free
 }
 
+# The synthetic world's shape words and object colour words (docs/synthetic-world.md).
+SHAPES = ("circle", "square", "triangle")
+COLOURS = ("red", "orange", "yellow", "green", "cyan", "blue", "purple", "white")
+
+
 def apply_overrides(pairs):
     """KEY=VALUE strings (train.py / probe.py --set) -> CONFIG, each value converted to the
     entry's type; "dit.text_len=64" sets an entry of one of CONFIG's model dicts."""

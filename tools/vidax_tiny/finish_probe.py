@@ -25,11 +25,10 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from clip_scoring import ATTRS, score_video, synth_clips, tally_text  # noqa: E402
-from common import encode_texts, tokenize  # noqa: E402
+from common import SHAPES, encode_texts, tokenize  # noqa: E402
 from exported import load_exported  # noqa: E402
 from models import WAN21_MEAN, WAN21_STD, rope_table  # noqa: E402
 
-SHAPES = ("circle", "square", "triangle")  # the synthetic world's shape words
 
 
 @torch.no_grad()

@@ -5,7 +5,7 @@
 #                          WORK/dit_ckpt.pt every few minutes, and every step below reads this one)
 #   OUT/probe.txt          probe.py x0 (sigma-1 x0 error, global colour error, caption effect)
 #   OUT/words.txt          probe.py words (how far the shape and colour words move x0)
-#   OUT/model/             the exported folder (EMA weights when the run keeps them)
+#   OUT/model/             the exported folder (EMA weights when the run keeps them, unless --raw)
 #   OUT/finish.txt         finish_probe.py from sigma 0.5 / 0.75 / 0.9, 16 held-out clips
 #   OUT/eval.json          vidax eval, the 48-clip suite from pure noise
 #   OUT/strip.png          vidax demo's frame strip of the default caption

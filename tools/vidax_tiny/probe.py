@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train  # noqa: E402
-from common import CONFIG as C, apply_overrides, encode_texts, tokenize  # noqa: E402
+from common import CONFIG as C, COLOURS, SHAPES, apply_overrides, encode_texts, tokenize  # noqa: E402
 from dataset import SynthDataset  # noqa: E402
 from models import WanDiT, WanVAE, rope_table  # noqa: E402
 
@@ -81,11 +81,16 @@ def load_dit(dit_file, raw):
     dit = WanDiT(**C["dit"])
     state = torch.load(dit_file)
     # A trainer checkpoint of a run with dit_ema: its averaged weights, as dit.pt would hold,
-    # unless --raw asks for the trained ones.
-    ema = state.get("ema") is not None and not raw
-    dit.load_state_dict(state["ema"] if ema else state.get("model", state))
+    # unless --raw asks for the trained ones (a checkpoint's "model", dit.pt's "model_raw").
+    if state.get("ema") is not None:  # a checkpoint of a run with an average
+        weights, kind = (state["model"], "trained") if raw else (state["ema"], "EMA")
+    elif "model_raw" in state:  # dit.pt of such a run: "model" is the average
+        weights, kind = (state["model_raw"], "trained") if raw else (state["model"], "EMA")
+    else:
+        weights, kind = state.get("model", state), "trained"
+    dit.load_state_dict(weights)
     if "step" in state:
-        print(f"{'EMA' if ema else 'trained'} weights of the checkpoint at step {state['step']}")
+        print(f"{kind} weights of the DiT at step {state['step']}")
     return dit.eval()
 
 
@@ -124,8 +129,6 @@ def probe_x0(work, dit_file, raw):
                   f"difference {float(((tg - tg.roll(1, 0)) ** 2).mean()):.3f})")
 
 
-SHAPES = ("circle", "square", "triangle")
-COLOURS = ("red", "orange", "yellow", "green", "cyan", "blue", "purple", "white")  # object colours
 OBJECT = re.compile(r"\ban? (" + "|".join(COLOURS) + r") (" + "|".join(SHAPES) + r")\b")
 
 
@@ -143,7 +146,8 @@ def swap_object(caption, what):
 
 def probe_words(work, dit_file, raw, image):
     """How far a changed shape or colour word moves the x0 prediction (mean square over all
-    voxels). No ground truth says how far it should move: compare the two words, and runs."""
+    voxels). Nothing here says how far it should move: compare the two words, and runs
+    (docs/vidax-tiny.md measured the ratio for a known object place once: 0.46)."""
     lat = torch.load(os.path.join(work, "latents.pt"))
     z = train.normalised_latents(lat).float()
     dit = load_dit(dit_file, raw)
