@@ -215,6 +215,13 @@ def check_image_steps():
     two = "a white square moves up and a red triangle gets bigger against a gray background"
     assert ask_shape(two, "circle") == "a white circle moves up and a red circle gets bigger against a gray background"
     assert ask_shape("a red circle rises on a dark blue background", "circle") == "a red circle rises on a dark blue background"
+    foot = torch.zeros(1, 1, 7, 7)
+    foot[0, 0, 2:5, 2:5] = 1  # a 3x3 object: its outline ring and the ring around it, not its centre
+    edge = train.footprint_edge(foot)[0, 0]
+    want = torch.zeros(7, 7)
+    want[1:6, 1:6] = 1
+    want[3, 3] = 0
+    assert torch.equal(edge, want), edge
     print(f"image steps: schedule ok, latent frame 0 is the first frame's (gap {gap:.1e}); caption edits ok")
 
 
@@ -228,7 +235,7 @@ def check_dit_phase():
     common.apply_overrides(["clips=4", "holdout=0", "size=64", "frames=5", "dit_steps=4", "dit_batch=2",
                             "dit_image_every=2", "dit_image_batch=3", "dit_image_sigma_min=0.8",
                             "dit.text_len=64", "dit_bf16=0", "dit_ema=0.9", "dit_layout=random",
-                            "vae_tune_steps=0", "t5_pretrain_steps=0", "dit_lowres_steps=0"])
+                            "vae_tune_steps=0", "t5_pretrain_steps=0", "dit_lowres_steps=0", "dit_edge_weight=2"])
     seen = []
     forward = train.WanDiT.forward
 

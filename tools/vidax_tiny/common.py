@@ -89,6 +89,10 @@ CONFIG = {
     # sigma-1 prediction beat the dataset mean for the first time, the suite did not improve
     # (docs/vidax-tiny.md), so the shipped value stays.
     "dit_obj_weight_decay": 0.0,
+    # Latent voxels within one of an object's outline weigh this much more (train.py
+    # footprint_edge; faded with dit_obj_weight_decay like the object weight): where a circle
+    # and a square differ. Tried on 2026-12-02 (docs/vidax-tiny.md).
+    "dit_edge_weight": 0.0,
     "dit_frame_balance": 0,     # latent frame f weighs 1 / std_f^2 (train.py phase_dit)
     "train_shift": 3.0,         # sigma = shift u / (1 + (shift - 1) u), u ~ U(0, 1)
     # umT5 pretraining on the captions (train.py phase_t5; 0 = the fixed random encoder): heads

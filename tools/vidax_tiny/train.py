@@ -265,6 +265,16 @@ def latent_footprint(mask, temporal=4, spatial=8):
     return lat.reshape(len(chunks), h // spatial, spatial, w // spatial, spatial).any((2, 4))
 
 
+def footprint_edge(foot):
+    """[N, F, H, W] 0/1 latent footprints -> 0/1, the voxels within one of an outline (in a
+    3x3 dilation of the footprint but not in its 3x3 erosion), frame by frame."""
+    n, f, h, w = foot.shape
+    x = foot.reshape(n * f, 1, h, w)
+    dilated = F.max_pool2d(x, 3, stride=1, padding=1)
+    eroded = 1 - F.max_pool2d(1 - x, 3, stride=1, padding=1)
+    return (dilated - eroded).reshape(n, f, h, w)
+
+
 def crop_origin(gen, obj0, crop, height, width):
     """Top-left corner of a crop: with probability vae_centre_crops one that contains a random
     object pixel of the first frame (at a random position inside the crop), else uniform."""
@@ -609,8 +619,12 @@ def train_dit(args, out, group):
     # with a flat loss the DiT learnt the backgrounds and drew unasked-for blobs
     # (docs/vidax-tiny.md).
     ds = SynthDataset(dit_clip_dir(args))
-    weight = torch.stack([torch.from_numpy(latent_footprint(object_mask(ds.clip(i))))
-                          for i in range(len(z))]).float() * C["dit_obj_weight"] + 1
+    foot = torch.stack([torch.from_numpy(latent_footprint(object_mask(ds.clip(i))))
+                        for i in range(len(z))]).float()  # [N, F, H, W]
+    weight = foot * C["dit_obj_weight"] + 1
+    if C["dit_edge_weight"]:
+        # The band around each object's outline, where shapes differ, weighs dit_edge_weight more.
+        weight = weight + C["dit_edge_weight"] * footprint_edge(foot)
     log(f"dit: object voxels {float((weight > 1).float().mean()):.3f} of the latents")
     # This VAE's latent scale grows with the latent frame (normalised std ~0.56 in frame 0 to
     # ~1.5 in frame 4, per-channel statistics being all the Wan layout can carry), so a flat
