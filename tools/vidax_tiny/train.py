@@ -625,7 +625,7 @@ def train_dit(args, out, group):
     if C["dit_edge_weight"]:
         # The band around each object's outline, where shapes differ, weighs dit_edge_weight more.
         weight = weight + C["dit_edge_weight"] * footprint_edge(foot)
-    log(f"dit: object voxels {float((weight > 1).float().mean()):.3f} of the latents")
+    log(f"dit: object voxels {float(foot.mean()):.3f} of the latents")
     # This VAE's latent scale grows with the latent frame (normalised std ~0.56 in frame 0 to
     # ~1.5 in frame 4, per-channel statistics being all the Wan layout can carry), so a flat
     # loss on `noise - x0` undervalues the early frames, whose small latents the decoder
@@ -668,13 +668,12 @@ def train_dit(args, out, group):
     def step(gen, k):
         # Steps below `lowres` train on the downscaled clips' latents.
         kind = dit_step_kind(k, lowres, image_every)
-        bsz = {"lowres": C["dit_lowres_batch"], "image": C["dit_image_batch"], "video": C["dit_batch"]}[kind]
         if kind == "lowres":
-            zs, ws, rp = z_lo, weight_lo, rope_lo
+            zs, ws, rp, bsz = z_lo, weight_lo, rope_lo, C["dit_lowres_batch"]
         elif kind == "image":
-            zs, ws, rp = z_img, weight_img, rope_img
+            zs, ws, rp, bsz = z_img, weight_img, rope_img, C["dit_image_batch"]
         else:
-            zs, ws, rp = z, weight, rope
+            zs, ws, rp, bsz = z, weight, rope, C["dit_batch"]
         idx = torch.randint(len(zs), (bsz,), generator=gen)
         drop = torch.rand(bsz, generator=gen) < C["cfg_drop"]
         u = torch.rand(bsz, generator=gen)
