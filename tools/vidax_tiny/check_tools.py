@@ -19,7 +19,8 @@
    edits;
 6. the DiT phase end to end on a tiny WORK (4 synthetic clips of 64x64 x 5 frames, encoded by the
    shipped VAE, 4 steps alternating video and image batches): it runs, feeds each step the
-   latents its kind asks for, and writes dit.pt;
+   latents its kind asks for, and writes dit.pt; stills.py on the same WORK (its still latents
+   are the clips' first latent frames; it trains and generates);
 7. data-parallel training (train.py --procs, data_parallel.py): two processes take the same
    steps as one, and a worker that fails stops the run with a message.
 
@@ -258,12 +259,46 @@ def check_dit_phase():
             train.WanDiT.forward = forward
         result = torch.load(os.path.join(work, "dit.pt"))
         losses = [entry[1] for entry in torch.load(os.path.join(work, "dit_ckpt.pt"))["losses"]]
+        check_stills(work, vidax)
     assert result["step"] == 4 and "model_raw" in result, sorted(result)
     assert len(losses) == 4 and all(0 < l < 100 for l in losses), losses
     kinds = [(b, f) for b, f, _ in seen]
     assert kinds == [(2, 2), (3, 1), (2, 2), (3, 1)], kinds  # video: 2 latent frames of 5 pixel frames
     assert all(s >= 0.8 for b, f, s in seen if f == 1), seen  # dit_image_sigma_min
     print(f"dit phase: 4 steps (video, image, video, image), losses {losses[0]:.3f} .. {losses[-1]:.3f}")
+
+
+def check_stills(work, vidax):
+    """stills.py on the tiny WORK of check_dit_phase: a one-frame scene of seed S is the first
+    frame of clip S (vidax synth), so its still latent must equal that clip's first latent
+    frame in latents.pt (the causal VAE encodes frame 0 alone; the same normalisation); the
+    footprint is the clip's first one; a short run trains and generates every held-out caption."""
+    import argparse
+    import stills
+    import train
+    args = argparse.Namespace(work=work, vidax=vidax, count=3, seed=common.CONFIG["data_seed"])
+    stills.phase_data(args)
+    d = torch.load(os.path.join(work, "stills.pt"))
+    lat = torch.load(os.path.join(work, "latents.pt"))
+    first = train.normalised_latents(lat)[:3, :, :1]  # [3, 16, 1, 8, 8]
+    assert d["z"].shape == first.shape, (d["z"].shape, first.shape)
+    gap = float((d["z"] - first).abs().max())
+    assert gap < 1e-4, f"stills: still latent differs from the clip's first latent frame by {gap}"
+    assert d["captions"] == lat["captions"][:3], d["captions"]
+    assert 0 < float(d["foot"].mean()) < 1, "stills: empty or full object footprints"
+    held = torch.load(os.path.join(work, "stills_heldout.pt"))
+    assert held["z"].shape[0] == stills.HELD_COUNT and not set(held["captions"]) <= set(d["captions"])
+    run = os.path.join(work, "stills_run")
+    stills.phase_train(argparse.Namespace(work=work, run=run, steps=3, every=0, batch=2))
+    ck = torch.load(os.path.join(run, "stills_ckpt.pt"))
+    assert ck["step"] == 3 and all(0 < l < 100 for _, l, _ in ck["losses"]), ck["losses"]
+    dit = stills.build_dit()
+    dit.load_state_dict(ck["model"])
+    frames = stills.Generator(work).frames(dit.eval())
+    assert len(frames) == stills.HELD_COUNT and frames[0].shape == (1, 3, 1, 64, 64), frames[0].shape
+    assert all(torch.isfinite(f).all() and f.abs().max() <= 1 for f in frames)
+    print(f"stills: still latents equal the clips' first latent frames (gap {gap:.1e}); "
+          f"3 training steps, {len(frames)} held-out captions generated")
 
 
 def check_finish_probe():

@@ -1,0 +1,245 @@
+#!/usr/bin/python3
+"""Can a DiT recipe draw the caption's shapes at all? A fast loop on still images
+(docs/vidax-tiny.md, "Drawing shapes on stills").
+
+Every video run here ends with soft blobs for objects (0-4% on `vidax eval`), and a video run
+costs hours. A still (one latent frame, 256 tokens at 256x256) costs a fifth of a clip per
+sample, has no motion to get wrong, and is what the video DiT must draw in every frame; the
+causal VAE encodes a one-frame clip as it encodes a clip's first frame. So:
+
+    stills.py data WORK [--count 8192] [--seed 5000000]
+        `vidax synth --frames 1` scenes in the DiT's layout, encoded by WORK's VAE (vae_path) and
+        normalised with WORK/latents.pt's statistics -> WORK/stills.pt; 24 held-out scenes
+        (seeds 6,000,000+) -> WORK/stills_heldout.pt
+    stills.py train WORK RUN [--score-clip BIN] [--steps 3000] [--every 500] [--batch 16]
+        a fresh DiT (CONFIG["dit"], --set dit.dim=256 ... to change it) trained on the stills
+        alone, as train.py's dit phase trains (flow matching, shift, object weight and its decay,
+        CFG drop, the lr schedule), resumable; every E steps the held-out captions are generated
+        from noise and scored -> RUN/stills_ckpt.pt, RUN/stills_loss.csv, RUN/score_STEP.txt
+    stills.py score WORK [RUN/stills_ckpt.pt | --ground-truth] --score-clip BIN
+        one checkpoint's score, or the held-out stills' VAE round trips (the ceiling)
+
+Scoring: 20 Euler steps from sigma 1 with CFG 5 (finish_probe.finish), decoded by WORK's VAE,
+the frame repeated to a 17-frame still clip and read by `score_clip` (built by score.sh).
+Motion cannot be judged on a still; the score counts colour, shape, background and count, and
+clips with all four right. WORK needs spiece.model, the VAE and latents.pt (train.py phases
+tokenizer, vae[, vae_tune], latents); `--set` must repeat the run's settings as for train.py.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import train  # noqa: E402
+from clip_scoring import score_video  # noqa: E402
+from common import CONFIG as C, apply_overrides, encode_texts, tokenize  # noqa: E402
+from dataset import SynthDataset  # noqa: E402
+from finish_probe import finish  # noqa: E402
+from models import WanDiT, WanVAE, rope_table  # noqa: E402
+
+HELD_SEED, HELD_COUNT = 6000000, 24
+SCORED = ("color", "shape", "background", "count")
+
+
+def load_vae(work):
+    vae = WanVAE(**C["vae"])
+    vae.load_state_dict(torch.load(train.vae_path(work))["model"])
+    return vae.eval()
+
+
+def latent_stats(work):
+    """The per-channel mean/std the DiT's latents are normalised with, [1, 16, 1, 1, 1] each."""
+    lat = torch.load(os.path.join(work, "latents.pt"))
+    return lat["mean"].view(1, -1, 1, 1, 1), lat["std"].view(1, -1, 1, 1, 1)
+
+
+def encode_stills(args, out, count, seed):
+    """Renders `count` one-frame scenes and writes their normalised latents, latent object
+    footprints and captions to `out`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        clips = os.path.join(tmp, "clips")
+        subprocess.run([args.vidax, "--threads", "1", "synth", "--out", clips, "--count", str(count),
+                        "--seed", str(seed), "--size", f"{C['size']}x{C['size']}", "--frames", "1",
+                        "--layout", C["dit_layout"]], check=True, stdout=subprocess.DEVNULL)
+        ds = SynthDataset(clips)
+        vae = load_vae(args.work)
+        mean, std = latent_stats(args.work)
+        zs, feet, t0 = [], [], time.time()
+        for b in range(0, count, 32):
+            rows = range(b, min(count, b + 32))
+            x = torch.stack([torch.from_numpy(ds.video(i)) for i in rows])  # [n, 3, 1, H, W]
+            with torch.no_grad():
+                zs.append((vae.encode_mu(x) - mean) / std)  # [n, 16, 1, H/8, W/8]
+            feet += [torch.from_numpy(train.latent_footprint(train.object_mask(ds.clip(i)))) for i in rows]
+            if (b // 32) % 32 == 31:
+                train.log(f"stills: {b + len(rows)}/{count} ({time.time() - t0:.0f} s)")
+        captions = [ds.caption(i) for i in range(count)]
+    train.save_atomic({"z": torch.cat(zs), "foot": torch.stack(feet).float(), "captions": captions,
+                       "layout": C["dit_layout"], "seconds": time.time() - t0}, out)
+
+
+def phase_data(args):
+    encode_stills(args, os.path.join(args.work, "stills_heldout.pt"), HELD_COUNT, HELD_SEED)
+    encode_stills(args, os.path.join(args.work, "stills.pt"), args.count, args.seed)
+
+
+def load_stills(path):
+    d = torch.load(path)
+    if d["layout"] != C["dit_layout"]:
+        sys.exit(f"stills: {path} holds {d['layout']}-layout scenes, dit_layout is {C['dit_layout']}")
+    return d
+
+
+def tally(verdicts):
+    """[{attribute: 0/1}] -> {attribute: count} over SCORED plus "all" (every one right)."""
+    out = {a: sum(v[a] for v in verdicts) for a in SCORED}
+    out["all"] = sum(all(v[a] for a in SCORED) for v in verdicts)
+    return out
+
+
+def score_frames(score_clip, frames, captions):
+    """frames: [1, 3, 1, H, W] in [-1, 1] per caption -> (tally, per-still lines)."""
+    verdicts, lines = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for frame, caption in zip(frames, captions):
+            v, line = score_video(score_clip, frame.expand(-1, -1, C["frames"], -1, -1), caption,
+                                  os.path.join(tmp, "still.rgb"))
+            verdicts.append(v)
+            lines.append(f"{caption} | {line}")
+    return tally(verdicts), lines
+
+
+class Generator:
+    """Generation from noise of the held-out captions, decoded to frames."""
+
+    def __init__(self, work):
+        self.held = load_stills(os.path.join(work, "stills_heldout.pt"))
+        self.vae = load_vae(work)
+        self.mean, self.std = latent_stats(work)
+        spm = os.path.join(work, "spiece.model")
+        t5 = train.load_t5(work)
+        self.ctx = encode_texts(t5, tokenize(spm, self.held["captions"]))
+        (self.ctx_null,) = encode_texts(t5, tokenize(spm, [""]))
+
+    def frames(self, dit):
+        shape = (1,) + tuple(self.held["z"].shape[1:])
+        out = []
+        for i, ctx in enumerate(self.ctx):
+            # finish() from sigma 1 ignores its clean latent: x_1 is the noise of generator i.
+            z = finish(dit, torch.zeros(shape), 1.0, ctx, self.ctx_null, 20, 5.0,
+                       torch.Generator().manual_seed(i))
+            with torch.no_grad():
+                out.append(self.vae.decode(z * self.std + self.mean).clamp(-1, 1))
+        return out
+
+    def round_trips(self):
+        with torch.no_grad():
+            return [self.vae.decode(z[None] * self.std + self.mean).clamp(-1, 1) for z in self.held["z"]]
+
+
+def report(tag, counts, lines, path=None):
+    text = f"{tag}: " + ", ".join(f"{a} {n}/{HELD_COUNT}" for a, n in counts.items())
+    train.log(text)
+    if path:
+        with open(path, "w") as f:
+            f.write(text + "\n" + "\n".join(lines) + "\n")
+
+
+def build_dit():
+    torch.manual_seed(C["seed"] + 3)
+    return WanDiT(**C["dit"])
+
+
+def phase_train(args):
+    os.makedirs(args.run, exist_ok=True)
+    d = load_stills(os.path.join(args.work, "stills.pt"))
+    z, captions = d["z"], d["captions"]  # z [N, 16, 1, h, w]
+    weight = d["foot"] * C["dit_obj_weight"] + 1  # [N, 1, h, w]
+    spm = os.path.join(args.work, "spiece.model")
+    t5 = train.load_t5(args.work)
+    ctx = encode_texts(t5, tokenize(spm, captions))
+    (ctx_null,) = encode_texts(t5, tokenize(spm, [""]))
+    dit = build_dit()
+    train.log(f"stills: {len(z)} stills, DiT {sum(p.numel() for p in dit.parameters())} parameters")
+    cos, sin = rope_table(1, z.shape[3] // 2, z.shape[4] // 2, dit.blocks[0].self_attn.head_dim)
+    rope = (cos.float(), sin.float())
+    gen_eval = Generator(args.work) if args.every else None
+    shift, decay, bsz = C["train_shift"], C["dit_obj_weight_decay"], args.batch
+
+    def step(gen, k):
+        # The dit phase's step on a batch of stills (train.py train_dit).
+        idx = torch.randint(len(z), (bsz,), generator=gen)
+        drop = torch.rand(bsz, generator=gen) < C["cfg_drop"]
+        u = torch.rand(bsz, generator=gen)
+        sigma = shift * u / (1 + (shift - 1) * u)
+        x0 = z[idx]
+        noise = torch.randn(x0.shape, generator=gen)
+        s = sigma.view(-1, 1, 1, 1, 1)
+        xt = (1 - s) * x0 + s * noise
+        c, bias = dit.compact_context([ctx_null if drop[j] else ctx[int(idx[j])] for j in range(bsz)])
+        pred = dit(xt, sigma * 1000, c, rope, bias)
+        wt = weight[idx].unsqueeze(1)  # [B, 1, 1, h, w]
+        if decay:
+            wt = 1 + (wt - 1) * (1 - s) ** decay
+        return ((pred - (noise - x0)) ** 2 * wt).mean() / wt.mean()
+
+    def evaluate(k):
+        dit.eval()
+        counts, lines = score_frames(args.score_clip, gen_eval.frames(dit), gen_eval.held["captions"])
+        dit.train()
+        report(f"stills: step {k}, generated from noise", counts, lines,
+               os.path.join(args.run, f"score_{k}.txt"))
+
+    tr = train.Trainer("stills", args.run, dit, C["dit_lr"])
+    tr.run(args.steps, lambda k: train.lr_at(k, args.steps, C["dit_lr"], C["dit_warmup"]), step,
+           every=(args.every, evaluate) if args.every else None)
+    train.log(f"stills: {tr.step} steps in {tr.seconds:.0f} s")
+
+
+def phase_score(args):
+    g = Generator(args.work)
+    if args.ground_truth:
+        counts, lines = score_frames(args.score_clip, g.round_trips(), g.held["captions"])
+        report("stills: held-out VAE round trips", counts, lines)
+        return
+    dit = build_dit()
+    dit.load_state_dict(torch.load(args.ckpt)["model"])
+    counts, lines = score_frames(args.score_clip, g.frames(dit.eval()), g.held["captions"])
+    report(f"stills: {args.ckpt}", counts, lines)
+    print("\n".join(lines))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=("data", "train", "score"))
+    ap.add_argument("work")
+    ap.add_argument("run", nargs="?", help="train: the run's folder; score: a stills_ckpt.pt")
+    ap.add_argument("--vidax", default="build/release/vidax")
+    ap.add_argument("--score-clip", default="build/vidax-tiny-score/score_clip")
+    ap.add_argument("--count", type=int, default=8192, help="data: training stills")
+    ap.add_argument("--seed", type=int, default=5000000, help="data: seed of the first training still")
+    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--every", type=int, default=500, help="train: score every this many steps (0: never)")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--ground-truth", action="store_true", help="score: the held-out stills' VAE round trips")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = ap.parse_args()
+    if args.what == "train" and not args.run:
+        ap.error("train needs RUN, the run's folder")
+    if args.what == "score" and bool(args.run) == args.ground_truth:
+        ap.error("score takes a checkpoint or --ground-truth")
+    args.ckpt = args.run
+    if args.count < 1 or args.steps < 1 or args.every < 0 or args.batch < 1:
+        ap.error("--count, --steps and --batch must be positive, --every at least 0")
+    apply_overrides(args.set)
+    torch.set_num_threads(C["threads"])
+    {"data": phase_data, "train": phase_train, "score": phase_score}[args.what](args)
+
+
+if __name__ == "__main__":
+    main()
