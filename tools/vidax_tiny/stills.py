@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Can a DiT recipe draw the caption's shapes at all? A fast loop on still images
-(docs/vidax-tiny.md, "Drawing shapes on stills").
+(docs/vidax-tiny.md, "Can the DiT draw shapes at all? Stills").
 
 Every video run here ends with soft blobs for objects (0-4% on `vidax eval`), and a video run
 costs hours. A still (one latent frame, 256 tokens at 256x256) costs a fifth of a clip per
@@ -15,8 +15,9 @@ causal VAE encodes a one-frame clip as it encodes a clip's first frame. So:
         a fresh DiT (CONFIG["dit"], --set dit.dim=256 ... to change it) trained on the stills
         alone, as train.py's dit phase trains (flow matching, shift, object weight and its decay,
         CFG drop, the lr schedule), resumable; every E steps the held-out captions are generated
-        from noise and scored -> RUN/stills_ckpt.pt, RUN/stills_loss.csv, RUN/score_STEP.txt
-    stills.py score WORK [RUN/stills_ckpt.pt | --ground-truth] --score-clip BIN
+        from noise and scored (with dit_ema, the average too) -> RUN/stills_ckpt.pt,
+        RUN/stills_loss.csv, RUN/score_STEP_{raw,ema}.txt
+    stills.py score WORK [RUN/stills_ckpt.pt [--ema] | --ground-truth] --score-clip BIN
         one checkpoint's score, or the held-out stills' VAE round trips (the ceiling)
 
 Scoring: 20 Euler steps from sigma 1 with CFG 5 (finish_probe.finish), decoded by WORK's VAE,
@@ -26,6 +27,7 @@ clips with all four right. WORK needs spiece.model, the VAE and latents.pt (trai
 tokenizer, vae[, vae_tune], latents); `--set` must repeat the run's settings as for train.py.
 """
 import argparse
+import copy
 import os
 import subprocess
 import sys
@@ -89,6 +91,8 @@ def phase_data(args):
 
 
 def load_stills(path):
+    if not os.path.exists(path):
+        sys.exit(f"stills: {path} is missing: run `stills.py data WORK` first")
     d = torch.load(path)
     if d["layout"] != C["dit_layout"]:
         sys.exit(f"stills: {path} holds {d['layout']}-layout scenes, dit_layout is {C['dit_layout']}")
@@ -189,13 +193,17 @@ def phase_train(args):
         return ((pred - (noise - x0)) ** 2 * wt).mean() / wt.mean()
 
     def evaluate(k):
-        dit.eval()
-        counts, lines = score_frames(args.score_clip, gen_eval.frames(dit), gen_eval.held["captions"])
-        dit.train()
-        report(f"stills: step {k}, generated from noise", counts, lines,
-               os.path.join(args.run, f"score_{k}.txt"))
+        # The trained weights, and with dit_ema their moving average (what train.py exports).
+        kinds = [("raw", dit.state_dict())] + ([("ema", tr.ema)] if tr.ema is not None else [])
+        scored = copy.deepcopy(dit)
+        for name, weights in kinds:
+            scored.load_state_dict(weights)
+            counts, lines = score_frames(args.score_clip, gen_eval.frames(scored.eval()),
+                                         gen_eval.held["captions"])
+            report(f"stills: step {k}, {name} weights, generated from noise", counts, lines,
+                   os.path.join(args.run, f"score_{k}_{name}.txt"))
 
-    tr = train.Trainer("stills", args.run, dit, C["dit_lr"])
+    tr = train.Trainer("stills", args.run, dit, C["dit_lr"], ema=C["dit_ema"])
     tr.run(args.steps, lambda k: train.lr_at(k, args.steps, C["dit_lr"], C["dit_warmup"]), step,
            every=(args.every, evaluate) if args.every else None)
     train.log(f"stills: {tr.step} steps in {tr.seconds:.0f} s")
@@ -208,7 +216,8 @@ def phase_score(args):
         report("stills: held-out VAE round trips", counts, lines)
         return
     dit = build_dit()
-    dit.load_state_dict(torch.load(args.ckpt)["model"])
+    ck = torch.load(args.ckpt)
+    dit.load_state_dict(ck["ema"] if args.ema else ck["model"])
     counts, lines = score_frames(args.score_clip, g.frames(dit.eval()), g.held["captions"])
     report(f"stills: {args.ckpt}", counts, lines)
     print("\n".join(lines))
@@ -227,6 +236,7 @@ def main():
     ap.add_argument("--every", type=int, default=500, help="train: score every this many steps (0: never)")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--ground-truth", action="store_true", help="score: the held-out stills' VAE round trips")
+    ap.add_argument("--ema", action="store_true", help="score: the checkpoint's moving average (dit_ema runs)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
     if args.what == "train" and not args.run:
@@ -234,6 +244,8 @@ def main():
     if args.what == "score" and bool(args.run) == args.ground_truth:
         ap.error("score takes a checkpoint or --ground-truth")
     args.ckpt = args.run
+    if (args.what == "score" or args.every) and args.what != "data" and not os.path.exists(args.score_clip):
+        ap.error(f"--score-clip {args.score_clip}: no such file (build it with tools/vidax_tiny/score.sh)")
     if args.count < 1 or args.steps < 1 or args.every < 0 or args.batch < 1:
         ap.error("--count, --steps and --batch must be positive, --every at least 0")
     apply_overrides(args.set)
