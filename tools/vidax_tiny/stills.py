@@ -42,16 +42,10 @@ from clip_scoring import score_video  # noqa: E402
 from common import CONFIG as C, apply_overrides, encode_texts, tokenize  # noqa: E402
 from dataset import SynthDataset  # noqa: E402
 from finish_probe import finish  # noqa: E402
-from models import WanDiT, WanVAE, rope_table  # noqa: E402
+from models import WanDiT, rope_table  # noqa: E402
 
 HELD_SEED, HELD_COUNT = 6000000, 24
 SCORED = ("color", "shape", "background", "count")
-
-
-def load_vae(work):
-    vae = WanVAE(**C["vae"])
-    vae.load_state_dict(torch.load(train.vae_path(work))["model"])
-    return vae.eval()
 
 
 def latent_stats(work):
@@ -69,7 +63,7 @@ def encode_stills(args, out, count, seed):
                         "--seed", str(seed), "--size", f"{C['size']}x{C['size']}", "--frames", "1",
                         "--layout", C["dit_layout"]], check=True, stdout=subprocess.DEVNULL)
         ds = SynthDataset(clips)
-        vae = load_vae(args.work)
+        vae = train.encoding_vae(args.work)
         mean, std = latent_stats(args.work)
         zs, feet, t0 = [], [], time.time()
         for b in range(0, count, 32):
@@ -123,7 +117,7 @@ class Generator:
 
     def __init__(self, work):
         self.held = load_stills(os.path.join(work, "stills_heldout.pt"))
-        self.vae = load_vae(work)
+        self.vae = train.encoding_vae(work)
         self.mean, self.std = latent_stats(work)
         spm = os.path.join(work, "spiece.model")
         t5 = train.load_t5(work)
@@ -217,6 +211,8 @@ def phase_score(args):
         return
     dit = build_dit()
     ck = torch.load(args.ckpt)
+    if args.ema and ck.get("ema") is None:
+        sys.exit(f"stills: {args.ckpt} has no moving average (its run had dit_ema 0): drop --ema")
     dit.load_state_dict(ck["ema"] if args.ema else ck["model"])
     counts, lines = score_frames(args.score_clip, g.frames(dit.eval()), g.held["captions"])
     report(f"stills: {args.ckpt}", counts, lines)

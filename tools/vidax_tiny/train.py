@@ -372,6 +372,13 @@ def vae_path(work):
     return os.path.join(work, "vae_tuned.pt" if C["vae_tune_steps"] else "vae.pt")
 
 
+def encoding_vae(work):
+    """The VAE the later phases encode (and stills.py decodes) with, in eval mode."""
+    vae = WanVAE(**C["vae"])
+    vae.load_state_dict(torch.load(vae_path(work))["model"])
+    return vae.eval()
+
+
 def static_spread(mu):
     """mu [b, z, f, h, w] of still clips -> the variance across latent frames relative to the
     variance of the whole latent (0 when every latent frame is the same)."""
@@ -420,9 +427,7 @@ def phase_latents(args):
     out = os.path.join(args.work, "latents.pt")
     if os.path.exists(out):
         return
-    vae = WanVAE(**C["vae"])
-    vae.load_state_dict(torch.load(vae_path(args.work))["model"])
-    vae.eval()
+    vae = encoding_vae(args.work)
     ds = SynthDataset(dit_clip_dir(args))
     t0 = time.time()
     mus = []
@@ -456,9 +461,7 @@ def lowres_latents(args, n):
     out = os.path.join(args.work, f"latents_lo{C['dit_lowres_size']}.pt")
     if os.path.exists(out):
         return torch.load(out)
-    vae = WanVAE(**C["vae"])
-    vae.load_state_dict(torch.load(vae_path(args.work))["model"])
-    vae.eval()
+    vae = encoding_vae(args.work)
     ds = SynthDataset(dit_clip_dir(args))
     t0 = time.time()
     mus, feet = [], []
