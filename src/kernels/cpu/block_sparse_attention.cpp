@@ -89,10 +89,7 @@ void block_sparse_attention_bf16(AttentionBf16Kernel kernel, const BFloat16* q, 
   if (!flash_attention_bf16_available(kernel))
     throw_input_error("block-sparse attention: bf16 kernel #", static_cast<int>(kernel),
                       " is not available on this machine (", flash_attention_target(), ")");
-  if (kernel == AttentionBf16Kernel::kAuto)
-    kernel = flash_attention_bf16_available(AttentionBf16Kernel::kAmx)
-                 ? AttentionBf16Kernel::kAmx
-                 : AttentionBf16Kernel::kWidened;
+  if (kernel == AttentionBf16Kernel::kAuto) kernel = auto_bf16_attention_kernel();
   detail::block_sparse_dispatch(static_cast<int>(kernel), q, k, v, out, q_blocks, k_blocks, mask,
                                 predicate, d, o, in);
 }

@@ -1,5 +1,9 @@
 #include "kernels/cpu/cpu_features.h"
 
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <sys/syscall.h>
@@ -16,6 +20,16 @@ bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, int bit) {
   return ((r[reg] >> bit) & 1u) != 0;
 }
 enum { kEax = 0, kEbx = 1, kEcx = 2, kEdx = 3 };
+
+bool cpu_is_amd() {
+  unsigned r[4] = {0, 0, 0, 0};
+  if (!__get_cpuid(0, &r[0], &r[1], &r[2], &r[3])) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &r[kEbx], 4);  // the vendor string is EBX, EDX, ECX
+  std::memcpy(vendor + 4, &r[kEdx], 4);
+  std::memcpy(vendor + 8, &r[kEcx], 4);
+  return std::string_view(vendor) == "AuthenticAMD";
+}
 #endif
 
 }  // namespace
@@ -59,6 +73,22 @@ bool amx_bf16_usable() {
 #else
   return false;
 #endif
+}
+
+bool bf16_dot_product_fast() {
+  static const bool fast = [] {
+    if (!cpu_has_avx512_bf16() || amx_bf16_usable()) return false;
+    const char* env = std::getenv("VIDAX_BF16_DOT");
+    if (env != nullptr && (std::string_view(env) == "0" || std::string_view(env) == "1")) {
+      return std::string_view(env) == "1";
+    }
+#if defined(__x86_64__)
+    return cpu_is_amd();
+#else
+    return false;
+#endif
+  }();
+  return fast;
 }
 
 }  // namespace vidax

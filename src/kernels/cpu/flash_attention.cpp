@@ -94,6 +94,7 @@ inline void add_last_key_bias(const Geometry& g, int64_t j0, int64_t width, int6
 }
 
 using ::vidax::amx_bf16_usable;
+using ::vidax::bf16_dot_product_fast;
 using ::vidax::cpu_has_avx512_bf16;
 
 // Packed K/V buffer of the calling thread, kept from call to call: a denoising loop calls
@@ -546,9 +547,14 @@ bool Bf16KernelAvailable(int kernel) {
 }
 
 int AutoBf16Kernel() {
-  return static_cast<int>(Bf16KernelAvailable(static_cast<int>(AttentionBf16Kernel::kAmx))
-                              ? AttentionBf16Kernel::kAmx
-                              : AttentionBf16Kernel::kWidened);
+  if (Bf16KernelAvailable(static_cast<int>(AttentionBf16Kernel::kAmx))) {
+    return static_cast<int>(AttentionBf16Kernel::kAmx);
+  }
+  if (Bf16KernelAvailable(static_cast<int>(AttentionBf16Kernel::kAvx512Bf16)) &&
+      fa::bf16_dot_product_fast()) {
+    return static_cast<int>(AttentionBf16Kernel::kAvx512Bf16);
+  }
+  return static_cast<int>(AttentionBf16Kernel::kWidened);
 }
 
 void FlashF32(const float* q, const float* k, const float* v, float* out, const AttentionDims& d) {
@@ -661,6 +667,10 @@ void flash_attention_bf16(AttentionBf16Kernel kernel, const BFloat16* q, const B
   }
   if (d.q_len == 0) return;
   HWY_DYNAMIC_DISPATCH(FlashBf16)(static_cast<int>(kernel), q, k, v, out, d);
+}
+
+AttentionBf16Kernel auto_bf16_attention_kernel() {
+  return static_cast<AttentionBf16Kernel>(HWY_DYNAMIC_DISPATCH(AutoBf16Kernel)());
 }
 
 std::string flash_attention_target() {

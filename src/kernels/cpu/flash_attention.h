@@ -58,14 +58,14 @@ void validate_attention_dims(const AttentionDims& d);
 
 // bf16 kernels. All accumulate in f32 and keep the softmax statistics in f32.
 enum class AttentionBf16Kernel {
-  kAuto,        // kAmx where usable, otherwise kWidened
+  kAuto,        // kAmx where usable, else kAvx512Bf16 where bf16_dot_product_fast, else kWidened
   kWidened,     // inputs widened to f32 while packing, f32 FMA; P stays f32. Every target.
   kAvx512Bf16,  // vdpbf16ps dot products (AVX512-BF16); P rounded to bf16 before P.V.
   kAmx,         // AMX-BF16 tile products (Sapphire Rapids+, Linux); P rounded to bf16.
 };
-// kAvx512Bf16 is never picked by kAuto: on Sapphire Rapids vdpbf16ps issues at a quarter of the
-// rate of vfmadd231ps, so it is slower than kWidened there. It stays for CPUs where it is fast
-// (e.g. Zen 4) and for tests.
+// kAuto picks kAvx512Bf16 only where vdpbf16ps outruns f32 FMA (AMD Zen 4 and later,
+// kernels/cpu/cpu_features.h): on Sapphire Rapids without AMX it issues at a quarter of the rate
+// of vfmadd231ps, so kWidened is faster there.
 
 // Whether `kernel` can run here (CPU features, OS permission for AMX tile state).
 bool flash_attention_bf16_available(AttentionBf16Kernel kernel);
@@ -73,6 +73,9 @@ bool flash_attention_bf16_available(AttentionBf16Kernel kernel);
 // Runs one specific bf16 kernel; throws InputError when it is not available here.
 void flash_attention_bf16(AttentionBf16Kernel kernel, const BFloat16* q, const BFloat16* k,
                           const BFloat16* v, float* out, const AttentionDims& d);
+
+// The kernel kAuto resolves to on this machine (never kAuto).
+AttentionBf16Kernel auto_bf16_attention_kernel();
 
 // Diagnostics: the Highway target the dispatcher picks on this machine ("AVX3", "AVX2", ...)
 // and the kernel kAuto resolves to, e.g. "AVX3, bf16: amx".

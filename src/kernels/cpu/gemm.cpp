@@ -36,13 +36,16 @@ bool use_amx_gemm(DType compute) {
 }
 // --- Widened path: BF16 compute without AMX runs oneDNN's f32 GEMM on the bf16 values widened
 // to f32 (exact: a product of two bf16 values is exact in f32, the sums are f32 either way).
-// Without AMX the f32 FMA rate is twice the vdpbf16ps rate on the machines measured
-// (docs/benchmarks.md, `vidax bench peak`), as for the attention kernels' `widened` choice.
+// On Intel without AMX the f32 FMA rate is twice the vdpbf16ps rate (docs/benchmarks.md,
+// `vidax bench peak`), as for the attention kernels' `widened` choice; where vdpbf16ps is the
+// faster unit (bf16_dot_product_fast: AMD Zen 4+) oneDNN's own bf16 kernels run instead.
 // VIDAX_GEMM=onednn where oneDNN has no bf16 matmul (onednn_bf16_supported) also runs widened.
 bool use_widened_gemm(DType compute) {
   if (compute != DType::kBF16) return false;
-  if (gemm_env() == "onednn") return !onednn_bf16_supported();
-  return gemm_env() == "widened" || !amx_bf16_usable();
+  if (!onednn_bf16_supported()) return true;
+  if (gemm_env() == "onednn") return false;
+  if (gemm_env() == "widened") return true;
+  return !amx_bf16_usable() && !bf16_dot_product_fast();
 }
 constexpr int64_t kWidenRows = 512;  // rows of x widened (and run) at a time
 
