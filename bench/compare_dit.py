@@ -166,7 +166,8 @@ def run_torch(a, py, weights):
            "--precision", a.precision, "--iters", str(a.iters), "--warmup",
            str(a.warmup), "--threads", str(a.threads), "--gemm", a.gemm,
            "--context-tokens", str(a.context_tokens), "--t", str(a.t),
-           "--x-seed", str(a.x_seed), "--context-seed", str(a.context_seed)]
+           "--x-seed", str(a.x_seed), "--context-seed", str(a.context_seed),
+           "--master-weights", a.torch_master_weights]
     log("[compare] torch: " + " ".join(cmd))
     rc, out, rss, wall, cpu = run_measured(cmd, a.timeout)
     res = last_json_object(out)
@@ -227,6 +228,9 @@ def main(argv=None):
     p.add_argument("--t", type=float, default=500.0)
     p.add_argument("--gemm", choices=["mkldnn", "native"], default="mkldnn",
                    help="torch float32 GEMM backend (see torch_wan_dit.py)")
+    p.add_argument("--torch-master-weights", choices=["bf16", "f32"], default="bf16",
+                   help="bf16 mode: the peer's linear weights cast to bf16 once (default, the "
+                        "faster peer) or kept f32 and cast by autocast per call (official)")
     p.add_argument("--python",
                    help="interpreter with torch (default: this one, else /usr/bin/python3)")
     p.add_argument("--tmpdir", help="where to put generated weights (default: system temp dir)")

@@ -13,7 +13,8 @@ Precision modes
         in float32 autocast regions); attention takes bf16 q/k/v like the official
         flash-attention call. Linear weights are held in bf16 once at load time (the official
         pipeline keeps f32 master weights and lets autocast cast them; pre-casting only
-        removes that overhead from the PyTorch side).
+        removes that overhead from the PyTorch side); `--master-weights f32` does what the
+        official pipeline does.
 
 GEMM backend for float32 products (`--gemm`)
   mkldnn  (default) float32 linears and attention products go through PyTorch's bundled
@@ -134,6 +135,8 @@ class Linear:
     """y = x W^T + b with a chosen backend.
 
     kind "autocast": F.linear on bf16 weights; the caller runs it under bf16 autocast.
+    kind "autocast_f32": F.linear on f32 weights under bf16 autocast, which casts them on every
+                     call (what the official pipeline does with its f32 master weights).
     kind "mkldnn":   float32 through oneDNN (weight pre-packed as an mkldnn tensor).
     kind "native":   float32 F.linear.
     """
@@ -144,6 +147,9 @@ class Linear:
         if kind == "autocast":
             self.w = w.to(torch.bfloat16).contiguous()
             self.b = None if b is None else b.to(torch.bfloat16)
+        elif kind == "autocast_f32":
+            self.w = w.float().contiguous()
+            self.b = None if b is None else b.float()
         elif kind == "mkldnn":
             self.w = w.float().contiguous().to_mkldnn()
             self.b = None if b is None else b.float().contiguous()
@@ -268,7 +274,9 @@ def attention(q, k, v, mode):
 class WanDiT:
     """Wan 2.1 t2v DiT, batch 1, eager. `sd`: official state_dict names -> tensors."""
 
-    def __init__(self, sd, cfg, precision="fp32", gemm="mkldnn"):
+    def __init__(self, sd, cfg, precision="fp32", gemm="mkldnn", master="bf16"):
+        if master not in ("bf16", "f32"):
+            raise ValueError(f"master weights must be bf16 or f32, got {master}")
         if precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be fp32 or bf16, got {precision}")
         if gemm not in ("mkldnn", "native"):
@@ -288,7 +296,9 @@ class WanDiT:
             raise ValueError("only qk_norm=True, cross_attn_norm=True (all Wan 2.1 models)")
 
         f32_kind = gemm  # float32 regions (time embedding, head; everything in fp32 mode)
-        low_kind = "autocast" if precision == "bf16" else gemm
+        low_kind = gemm
+        if precision == "bf16":
+            low_kind = "autocast" if master == "bf16" else "autocast_f32"
         self.attn_mode = "bf16" if precision == "bf16" else gemm
 
         def take(name):
@@ -425,12 +435,12 @@ class WanDiT:
         return self._unpatchify(u, g)
 
 
-def load_model(path, precision="fp32", gemm="mkldnn"):
+def load_model(path, precision="fp32", gemm="mkldnn", master="bf16"):
     sd, meta = load_safetensors(path)
     if "config" not in meta:
         raise ValueError(f"{path}: no __metadata__['config']")
     cfg = json.loads(meta["config"])
-    return WanDiT(sd, cfg, precision, gemm)
+    return WanDiT(sd, cfg, precision, gemm, master)
 
 
 # --------------------------------------------------------------------------------------------
@@ -545,7 +555,7 @@ def bench(a):
         pass
     width, height = parse_size(a.size)
     t0 = time.perf_counter()
-    model = load_model(a.weights, a.precision, a.gemm)
+    model = load_model(a.weights, a.precision, a.gemm, a.master_weights)
     load_s = time.perf_counter() - t0
     cfg = model.cfg
     context_tokens = min(a.context_tokens, cfg["text_len"])  # tiny configs have text_len 16
@@ -623,6 +633,10 @@ def main(argv=None):
     p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
     p.add_argument("--gemm", choices=["mkldnn", "native"], default="mkldnn",
                    help="backend for float32 GEMMs (see module doc)")
+    p.add_argument("--master-weights", choices=["bf16", "f32"], default="bf16",
+                   help="bf16 mode: hold the linear weights in bf16, cast once at load (default), "
+                        "or in f32 and let autocast cast them on every call, as the official "
+                        "pipeline does")
     p.add_argument("--iters", type=int, default=2)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
