@@ -141,6 +141,63 @@ VIDAX_AVX512 void chunk_mass_avx512(float* pc, int64_t m, int64_t r, float scale
   }
 }
 
+// --- Without AMX where bf16 dot products are the fast unit (bf16_dot_product_fast): the
+// chunk's scores from vdpbf16ps on bf16 pairs, like the AMX path, instead of an f32 GEMM on
+// widened keys (which wrote and read a [tokens, rows] f32 score matrix per head).
+#define VIDAX_AVX512_BF16 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bf16")))
+
+// Keys per register tile of chunk_scores_dpbf16; packed key rows are padded to a multiple.
+constexpr int64_t kScoreKeys = 4;
+
+// pc[j * r + i] = sum_p kp[j][p] . qp[p][i] for j < m, i < r: bf16 pair products, f32 sums.
+// kp [round_up(m, kScoreKeys)][dpairs] (rows past m zero), qp [dpairs][rpad] with rpad a
+// multiple of 16 >= r and NV * 16 lanes of it from i0 on.
+template <int NV>
+VIDAX_AVX512_BF16 void score_tile_dpbf16(const uint32_t* kp, int64_t m, int64_t dpairs,
+                                         const uint32_t* qp, int64_t rpad, int64_t i0, int64_t r,
+                                         float* pc) {
+  for (int64_t j0 = 0; j0 < m; j0 += kScoreKeys) {
+    __m512 acc[kScoreKeys][NV];
+    for (auto& row : acc)
+      for (auto& a : row) a = _mm512_setzero_ps();
+    for (int64_t p = 0; p < dpairs; ++p) {
+      __m512i qv[NV];
+      for (int v = 0; v < NV; ++v) qv[v] = _mm512_loadu_si512(qp + p * rpad + i0 + 16 * v);
+      for (int64_t jj = 0; jj < kScoreKeys; ++jj) {
+        const __m512i kb = _mm512_set1_epi32(static_cast<int>(kp[(j0 + jj) * dpairs + p]));
+        for (int v = 0; v < NV; ++v)
+          acc[jj][v] = _mm512_dpbf16_ps(acc[jj][v], (__m512bh)kb, (__m512bh)qv[v]);
+      }
+    }
+    for (int64_t jj = 0; jj < kScoreKeys && j0 + jj < m; ++jj)
+      for (int v = 0; v < NV; ++v) {
+        const int64_t lane0 = i0 + 16 * v;
+        const auto k = static_cast<__mmask16>(r - lane0 >= 16 ? 0xffff : (1u << (r - lane0)) - 1);
+        _mm512_mask_storeu_ps(pc + (j0 + jj) * r + lane0, k, acc[jj][v]);
+      }
+  }
+}
+
+void chunk_scores_dpbf16(const uint32_t* kp, int64_t m, int64_t dpairs, const uint32_t* qp,
+                         int64_t r, float* pc) {
+  const int64_t rpad = (r + 15) / 16 * 16;
+  for (int64_t i0 = 0; i0 < rpad; i0 += 64) {
+    switch (std::min<int64_t>(4, (rpad - i0) / 16)) {
+      case 1:
+        score_tile_dpbf16<1>(kp, m, dpairs, qp, rpad, i0, r, pc);
+        break;
+      case 2:
+        score_tile_dpbf16<2>(kp, m, dpairs, qp, rpad, i0, r, pc);
+        break;
+      case 3:
+        score_tile_dpbf16<3>(kp, m, dpairs, qp, rpad, i0, r, pc);
+        break;
+      default:
+        score_tile_dpbf16<4>(kp, m, dpairs, qp, rpad, i0, r, pc);
+    }
+  }
+}
+
 // The same with plain loops (machines without AVX-512).
 void chunk_mass_plain(float* pc, int64_t m, int64_t r, float scale,
                       const std::vector<const uint64_t*>& bits, int64_t words,
@@ -181,12 +238,16 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int64_t chunks = (n + kMassChunk - 1) / kMassChunk;
   const bool amx = allow_fast && amx_bf16_usable();
+  const bool dot = allow_fast && !amx && bf16_dot_product_fast();
   const bool avx512 = allow_fast && cpu_has_avx512f();
+  const int64_t dpairs = (d + 1) / 2, rpad = (r + 15) / 16 * 16;
   // Per head: the sampled queries rounded unscaled (as the DiT rounds q before the kernel scales
   // scores), packed as the AMX "weight"; without AMX, the whole score matrix of the head from
   // one f32 GEMM on the rounded values (products of bf16 values are exact in f32).
   std::vector<AmxPackedWeight> w(static_cast<size_t>(heads));
-  std::vector<std::vector<float>> scores(amx ? 0 : static_cast<size_t>(heads));
+  std::vector<std::vector<float>> scores(amx || dot ? 0 : static_cast<size_t>(heads));
+  // dot: per head the rounded queries as bf16 pairs [dpairs][rpad] (zero-padded).
+  std::vector<std::vector<uint32_t>> qpairs(dot ? static_cast<size_t>(heads) : 0);
   // The call's bf16 copies, when given, hold exactly these rounded values.
   const bool given16 = call.q16 != nullptr && call.k16 != nullptr;
   std::unique_ptr<float[]> k;  // without AMX: one head's keys rounded, as f32 [n, d]
@@ -202,6 +263,15 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
     }
     if (amx) {
       w[static_cast<size_t>(h)] = AmxPackedWeight(q16.data(), r, d, nullptr);
+      continue;
+    }
+    if (dot) {
+      auto& qp = qpairs[static_cast<size_t>(h)];
+      qp.assign(static_cast<size_t>(dpairs * rpad), 0u);
+      for (int64_t i = 0; i < r; ++i)
+        for (int64_t c = 0; c < d; ++c)
+          qp[static_cast<size_t>((c / 2) * rpad + i)] |=
+              static_cast<uint32_t>(q16[static_cast<size_t>(i * d + c)].bits) << (16 * (c % 2));
       continue;
     }
     std::vector<float> qf(q16.size());
@@ -233,13 +303,17 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
   // together (contiguous rows of the call) while the chunk's scores stay in cache.
 #pragma omp parallel
   {
-    std::vector<float> buf(amx ? static_cast<size_t>(kMassChunk * r) : 0);
+    std::vector<float> buf(amx || dot ? static_cast<size_t>(kMassChunk * r) : 0);
+    // dot: the chunk's keys rounded to bf16, as pairs [round_up(m, kScoreKeys)][dpairs].
+    std::vector<BFloat16> keys16(dot ? static_cast<size_t>(kMassChunk * dpairs * 2) : 0);
+    std::vector<BFloat16> row16(dot && !given16 ? ud : 0);
     std::vector<const uint64_t*> bits(static_cast<size_t>(sets));
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < chunks * heads; ++t) {
       const int64_t ch = t / heads, h = t % heads;
       const int64_t j0 = ch * kMassChunk, j1 = std::min(n, j0 + kMassChunk);
-      float* pc = amx ? buf.data() : &scores[static_cast<size_t>(h)][static_cast<size_t>(j0 * r)];
+      float* pc =
+          amx || dot ? buf.data() : &scores[static_cast<size_t>(h)][static_cast<size_t>(j0 * r)];
       for (int64_t s = 0; s < sets; ++s)
         bits[static_cast<size_t>(s)] = keep[static_cast<size_t>(s)] + j0 * words;
       const auto at = static_cast<size_t>((h * chunks + ch) * r);
@@ -254,6 +328,24 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
           amx_gemm_bf16(call.k + j0 * call.stride + h * d, j1 - j0, call.stride,
                         w[static_cast<size_t>(h)], pc);
         chunk_mass_avx512(pc, j1 - j0, r, scale, bits, words, out);
+      } else if (dot) {
+        const int64_t m = j1 - j0, mpad = (m + kScoreKeys - 1) / kScoreKeys * kScoreKeys;
+        for (int64_t j = 0; j < m; ++j) {
+          BFloat16* dst = &keys16[static_cast<size_t>(j * dpairs * 2)];
+          const int64_t at = (j0 + j) * call.stride + h * d;
+          if (given16) {
+            std::copy_n(call.k16 + at, d, dst);
+          } else {  // rounded as the kernel sees the key
+            convert_floats_serial(call.k + at, DType::kF32, row16.data(), DType::kBF16, ud);
+            std::copy_n(row16.data(), d, dst);
+          }
+          if (d % 2 != 0) dst[d] = BFloat16{};  // the odd channel's pair partner
+        }
+        std::fill(keys16.begin() + m * dpairs * 2, keys16.begin() + mpad * dpairs * 2,
+                  BFloat16{});  // the last register tile's rows past m
+        chunk_scores_dpbf16(reinterpret_cast<const uint32_t*>(keys16.data()), m, dpairs,
+                            qpairs[static_cast<size_t>(h)].data(), r, pc);
+        chunk_mass_avx512(pc, m, r, scale, bits, words, out);
       } else if (avx512) {
         chunk_mass_avx512(pc, j1 - j0, r, scale, bits, words, out);
       } else {

@@ -34,11 +34,12 @@ TEST(EstimatorMath, SampledRowsEqualTheScalarDenseRow) {
 
 // The kept mass of sampled rows against the scalar dense row on bf16-rounded q/k, summed over
 // each row's key set: ragged token counts (chunk tails), several 64-row bitmap words with a
-// partial last word, and sampled rows repeated.
+// partial last word, sampled rows repeated, and an odd head dim (a half-filled last channel
+// pair on the bf16 dot-product path).
 TEST(EstimatorMath, SampledMassEqualsTheScalarRowOnRoundedInputs) {
   for (const auto& [grid, rows_count, dim] :
        {std::tuple{TokenGrid{3, 5, 7}, 5, 24}, std::tuple{TokenGrid{5, 11, 13}, 70, 40},
-        std::tuple{TokenGrid{2, 25, 21}, 64, 128}}) {
+        std::tuple{TokenGrid{2, 25, 21}, 64, 128}, std::tuple{TokenGrid{3, 9, 19}, 33, 23}}) {
     const int64_t heads = 3, n = grid.tokens();
     testing::CallData d(grid, heads, dim);
     d.randomize(9, 2.0f);
