@@ -28,7 +28,9 @@ void sampled_attention_rows(const AttentionCall& call, int64_t head,
 // Never materialises the [tokens, rows] probabilities: per 512-key chunk (all heads of a chunk in
 // turn, so the strided call is read row by row once) the keys are rounded while packed into AMX
 // tiles, the chunk's scores are exponentiated against the chunk maximum in cache (AVX-512) and
-// summed (f32 within the chunk), and the chunks are combined in double. Without AMX, one f32
+// summed (f32 within the chunk), and the chunks are combined in double. Without AMX where bf16
+// dot products are fast (bf16_dot_product_fast, AMD Zen 4+) the same per-chunk pass with the
+// chunk's scores from vdpbf16ps on the keys rounded into a packed buffer. Otherwise one f32
 // GEMM per head on the rounded values, then the same chunk pass (AVX-512 where present, else
 // plain loops). allow_fast = false forces the GEMM and plain loops, so tests cover that path on
 // any machine.
