@@ -214,7 +214,8 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
     cd.out_stride = dim;
     profile::ScopedTimer pt("attention.cross");
     if (bf16) {
-      qkv16.resize(static_cast<size_t>(L * dim));
+      // Only grow: shrinking would make the next block's resize to [L, 3*dim] zero-fill again.
+      if (qkv16.size() < static_cast<size_t>(L * dim)) qkv16.resize(static_cast<size_t>(L * dim));
       kv16.resize(static_cast<size_t>(ctx_rows * 2 * dim));
       convert_floats(cq, DType::kF32, qkv16.data(), DType::kBF16, static_cast<size_t>(L * dim));
       convert_floats(kv.data(), DType::kF32, kv16.data(), DType::kBF16,
