@@ -200,5 +200,29 @@ TEST(Cli, BenchDitRunsTinyPresetAsJson) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
 }
 
+// `vidax bench attention` at a small grid: one JSON object with the fields the sweep reads, the
+// window's density from its geometry, and speedup absent without the dense run.
+TEST(Cli, BenchAttentionReportsDensityAndTimesAsJson) {
+  const std::string small = "bench attention --frames 9 --size 128x64 --heads 2 --head-dim 32 ";
+  const Result r = run(small + "--attention window:3,4,4:tile=1,2,2 --repeat 2 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  // Latent grid 3 x 4 x 8 = 96 tokens; the window covers all frames and rows and 4 of 8 columns
+  // in 2-column tiles: half of the (query tile, key tile) pairs.
+  for (const char* key : {"\"tokens\":96", "\"grid\":[3,4,8]", "\"density\":0.5", "\"repeat\":2",
+                          "\"dense_seconds\":", "\"sparse_seconds\":", "\"mask_seconds\":",
+                          "\"speedup\":", "\"target_speedup\":1.6"})
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+  EXPECT_EQ(r.out.find("\"speedup\":null"), std::string::npos) << r.out;
+
+  const Result no_dense = run(small + "--attention window:3,4,4:tile=1,2,2 --no-dense --json");
+  ASSERT_EQ(no_dense.code, 0) << no_dense.out;
+  EXPECT_NE(no_dense.out.find("\"speedup\":null"), std::string::npos) << no_dense.out;
+  EXPECT_NE(no_dense.out.find("\"dense_seconds\":null"), std::string::npos) << no_dense.out;
+
+  const Result bad = run(small + "--attention window:3,4 --json");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("--attention"), std::string::npos) << bad.out;
+}
+
 }  // namespace
 }  // namespace vidax
