@@ -179,6 +179,41 @@ TEST(SvgPolicy, RoutingPicksTheMaskThatLosesLessMass) {
   }
 }
 
+// Ulysses readiness: after the all-to-all a rank holds all tokens of a subset of the heads, and
+// its call carries only those (heads = local count, local head indices). Routing uses only each
+// head's own q/k, so a call with heads 2 and 3 of a 4-head call routes them exactly as the full
+// call does (same errors, bit for bit), and its plan groups local indices 0 and 1.
+TEST(SvgPolicy, LocalHeadsRouteAsInTheFullCall) {
+  const TokenGrid g{6, 5, 7};
+  CallData full(g, 4, 32);
+  full.randomize(8, 1.5f);
+  for (int64_t t = 0; t < g.tokens(); ++t) {  // head 2: same site across frames; head 3: same frame
+    full.qrow(t, 2)[t % 35] += 6.0f;
+    full.krow(t, 2)[t % 35] += 6.0f;
+    full.qrow(t, 3)[t / 35] += 6.0f;
+    full.krow(t, 3)[t / 35] += 6.0f;
+  }
+  CallData local(g, 2, 32);
+  for (int64_t t = 0; t < g.tokens(); ++t)
+    for (int64_t h = 0; h < 2; ++h) {
+      std::copy_n(full.qrow(t, h + 2), 32, local.qrow(t, h));
+      std::copy_n(full.krow(t, h + 2), 32, local.krow(t, h));
+    }
+  const char* opts = "density=0.25,block=16,warmup=0,warmup_layers=0";
+  SvgPolicy whole(parse_svg_options(opts)), part(parse_svg_options(opts));
+  whole.plan(full.call);
+  const auto plan = part.plan(local.call);
+  ASSERT_TRUE(testing::plan_is_well_formed(plan, 2));
+  for (int64_t h = 0; h < 2; ++h) {
+    EXPECT_EQ(part.last_kinds()[static_cast<size_t>(h)],
+              whole.last_kinds()[static_cast<size_t>(h + 2)]);
+    EXPECT_EQ(part.last_errors()[static_cast<size_t>(h)],
+              whole.last_errors()[static_cast<size_t>(h + 2)]);
+  }
+  EXPECT_EQ(part.last_kinds()[0], 1);  // the same-site head: temporal
+  EXPECT_EQ(part.last_kinds()[1], 0);  // the same-frame head: spatial
+}
+
 // The routing errors against a scalar computation: per head and kind, the mean over the sampled
 // rows of the dense attention mass (bf16-rounded q/k, as the routing computes it) outside the
 // kind's band, with the band read tile by tile from its mask and the token's position in the
