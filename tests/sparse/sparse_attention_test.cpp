@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/convert.h"
@@ -30,7 +31,7 @@ TilePredicate band_predicate(int64_t width) {
   };
 }
 
-AttentionPlan mixed_plan(uint32_t seed) {
+AttentionPlan mixed_plan(uint32_t seed, const TokenLayout& layout) {
   std::mt19937 rng(seed);
   AttentionPlan plan;
   HeadGroup dense;
@@ -39,7 +40,7 @@ AttentionPlan mixed_plan(uint32_t seed) {
   plan.groups.push_back(std::move(dense));
   HeadGroup sp;
   sp.heads = {3, 1};
-  sp.layout = token_major_layout(kGrid, 16);
+  sp.layout = layout;
   const int64_t nb = sp.layout.blocks.blocks();
   sp.mask = BlockMask(2, nb, nb);
   for (int64_t h = 0; h < 2; ++h)
@@ -105,17 +106,25 @@ std::vector<float> reference(const AttentionPlan& plan, const Inputs& in, bool b
   return out;
 }
 
+// Random FULL / BOUNDARY / SKIP tiles over the token-major layout and over 3D block layouts
+// whose blocks are ragged along height and width (5 = 2+2+1, 7 = 3+3+1) or span whole frames.
 TEST(SparseAttention, MixedPlanMatchesReference) {
   const Inputs in(3);
-  const AttentionPlan plan = mixed_plan(4);
   const Shape shape{in.tokens, kHeads, kHd};
   AttentionWorkspace ws;
-  for (const bool bf16 : {false, true}) {
-    std::vector<float> out(static_cast<size_t>(in.tokens * in.row), 7.0f);
-    execute_attention_plan(plan, in.io(out.data(), bf16), ws, AttentionCall{});
-    EXPECT_TRUE(all_close(Tensor::from_floats(out, shape),
-                          Tensor::from_floats(reference(plan, in, bf16), shape), bf16 ? 4e-3 : 3e-6,
-                          1e-5, bf16 ? "bf16" : "f32"));
+  const TokenLayout layouts[] = {token_major_layout(kGrid, 16), block3d_layout(kGrid, {1, 2, 3}),
+                                 block3d_layout(kGrid, {2, 5, 2}), frame_major_layout(kGrid, 9)};
+  uint32_t seed = 4;
+  for (const TokenLayout& layout : layouts) {
+    const AttentionPlan plan = mixed_plan(seed++, layout);
+    for (const bool bf16 : {false, true}) {
+      std::vector<float> out(static_cast<size_t>(in.tokens * in.row), 7.0f);
+      execute_attention_plan(plan, in.io(out.data(), bf16), ws, AttentionCall{});
+      EXPECT_TRUE(
+          all_close(Tensor::from_floats(out, shape),
+                    Tensor::from_floats(reference(plan, in, bf16), shape), bf16 ? 4e-3 : 3e-6, 1e-5,
+                    std::string(bf16 ? "bf16" : "f32") + " layout #" + std::to_string(seed - 5)));
+    }
   }
 }
 
@@ -159,7 +168,7 @@ TEST(SparseAttention, DiagnosticsRecordErrorAndRecall) {
 }
 
 TEST(SparseAttention, BadPlansAreInputErrors) {
-  AttentionPlan plan = mixed_plan(1);
+  AttentionPlan plan = mixed_plan(1, token_major_layout(kGrid, 16));
   EXPECT_NO_THROW(validate_plan(plan, kGrid.tokens(), kHeads));
   EXPECT_THROW(validate_plan(plan, kGrid.tokens(), kHeads + 1), InputError);  // head 4 missing
   EXPECT_THROW(validate_plan(plan, kGrid.tokens() + 1, kHeads), InputError);  // layout size
