@@ -118,6 +118,32 @@ TEST(EvalCli, ComparisonPrintsOneRow) {
   EXPECT_LT(j["ssim_mean"].get<double>(), 1.0);
 }
 
+// --attention-metrics: per (layer, step) the relative L2 error of the sparse attention output
+// against dense and the attention mass its mask keeps, averaged over the calls (clips x CFG
+// branches), and their means.
+TEST(EvalCli, AttentionMetricsPerLayerAndStep) {
+  REQUIRE_TINY();
+  TempDir cache;
+  const json j =
+      parse(eval_stdout("--suite ci --seeds 1 --json --attention-metrics --cache " + cache.path() +
+                        " --config size=64x64,frames=5,steps=2,attention=window:1,2,2:tile=1,2,2"));
+  ASSERT_TRUE(j.contains("attention_metrics")) << j;
+  const json& m = j["attention_metrics"];
+  // 64x64 px, 5 frames: a 2 x 4 x 4 token grid (32 tokens); each query keeps its own 1 x 2 x 2
+  // tile, 4 of the 32 keys.
+  EXPECT_DOUBLE_EQ(m["density_mean"].get<double>(), 0.125);
+  ASSERT_EQ(m["per_layer_step"].size(), 4u * 2u);  // vidax-tiny's 4 layers x 2 steps
+  for (const json& c : m["per_layer_step"]) {
+    EXPECT_EQ(c["calls"], 3 * 2) << c;  // 3 clips x 2 CFG branches
+    EXPECT_DOUBLE_EQ(c["density"].get<double>(), 0.125) << c;
+    EXPECT_GT(c["rel_l2"].get<double>(), 0.0) << c;  // a 1/8 mask is not dense
+    expect_rate(c["recall"], "recall");
+    EXPECT_LT(c["recall"].get<double>(), 1.0) << c;
+  }
+  EXPECT_GT(m["rel_l2_mean"].get<double>(), 0.0);
+  expect_rate(m["recall_mean"], "recall_mean");
+}
+
 TEST(EvalCli, CopyOfVidaxTinyGetsItsDefaults) {
   REQUIRE_TINY();
   // A copy outside models/: its config.json names the model, so no --defaults tiny is needed
