@@ -242,8 +242,9 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
   const bool avx512 = allow_fast && cpu_has_avx512f();
   const int64_t dpairs = (d + 1) / 2, rpad = (r + 15) / 16 * 16;
   // Per head: the sampled queries rounded unscaled (as the DiT rounds q before the kernel scales
-  // scores), packed as the AMX "weight"; without AMX, the whole score matrix of the head from
-  // one f32 GEMM on the rounded values (products of bf16 values are exact in f32).
+  // scores), packed as the AMX "weight" or as bf16 pairs for vdpbf16ps (dot); otherwise the
+  // whole score matrix of the head from one f32 GEMM on the rounded values (products of bf16
+  // values are exact in f32).
   std::vector<AmxPackedWeight> w(static_cast<size_t>(heads));
   std::vector<std::vector<float>> scores(amx || dot ? 0 : static_cast<size_t>(heads));
   // dot: per head the rounded queries as bf16 pairs [dpairs][rpad] (zero-padded).

@@ -16,7 +16,8 @@ bool amx_bf16_usable();
 // one vdpbf16ps does the work of two vfmadd231ps at the same issue rate, false on Intel, where it
 // issues at a quarter of the FMA rate (Sapphire Rapids with AMX off, `vidax bench peak`:
 // 86 against 168 GFLOP/s). Decided by the vendor, not timed, so that every run of a process picks
-// the same kernels (their results differ in rounding). VIDAX_BF16_DOT=1 or 0 overrides it.
+// the same kernels (their results differ in rounding). VIDAX_BF16_DOT=1 or 0 overrides it where
+// the CPU has AVX512_BF16 and no usable AMX (elsewhere it is always false).
 // docs/kernels.md, "Without AMX".
 bool bf16_dot_product_fast();
 
