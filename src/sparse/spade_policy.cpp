@@ -30,6 +30,8 @@ SpadeOptions parse_spade_options(std::string_view options) {
   s.topp_early = o.number("topp_early", -1.0, 1e-6, 1.0);
   s.early = o.number("early", s.early, 0.0, 1.0);
   s.topk = o.integer("topk", s.topk, 0, 1 << 24);
+  s.topk_uncond = o.integer("topk_uncond", s.topk, 0, 1 << 24);
+  s.topk_early = o.integer("topk_early", -1, 0, 1 << 24);
   s.dense_layers = o.integer("dense_layers", s.dense_layers, 0, 1 << 16);
   s.sink = o.integer("sink", s.sink, 0, 1 << 24);
   s.shape_every = o.integer("shape_every", s.shape_every, 1, 1 << 20);
@@ -493,6 +495,7 @@ void SpadeSummaries::select(const AttentionCall& call, int64_t head, size_t shap
 
 SpadePolicy::SpadePolicy(SpadeOptions options) : opt_(std::move(options)) {
   if (opt_.topp_uncond < 0) opt_.topp_uncond = opt_.topp;
+  if (opt_.topk_uncond < 0) opt_.topk_uncond = opt_.topk;
   VIDAX_CHECK(!opt_.shapes.empty());
 }
 
@@ -503,8 +506,11 @@ std::string SpadePolicy::name() const {
     s << "topk=" << opt_.topk;
   else
     s << "topp=" << opt_.topp << ",topp_uncond=" << opt_.topp_uncond;
-  if (opt_.early > 0 && opt_.topp_early > 0)
-    s << ",topp_early=" << opt_.topp_early << ",early=" << opt_.early;
+  if (opt_.topk_uncond != opt_.topk) s << ",topk_uncond=" << opt_.topk_uncond;
+  if (opt_.topk > 0 && opt_.topk_uncond == 0) s << ",topp_uncond=" << opt_.topp_uncond;
+  if (opt_.early > 0 && opt_.topp_early > 0) s << ",topp_early=" << opt_.topp_early;
+  if (opt_.early > 0 && opt_.topk_early >= 0) s << ",topk_early=" << opt_.topk_early;
+  if (opt_.early > 0 && (opt_.topp_early > 0 || opt_.topk_early >= 0)) s << ",early=" << opt_.early;
   s << ",dense_layers=" << opt_.dense_layers << ",sink=" << opt_.sink;
   if (opt_.shape_every > 1) s << ",shape_every=" << opt_.shape_every;
   return s.str();
@@ -515,6 +521,13 @@ double SpadePolicy::topp_for(const AttentionCall& call) const {
       static_cast<int64_t>(std::floor(opt_.early * static_cast<double>(call.steps)));
   if (call.step < early_steps && opt_.topp_early > 0) return opt_.topp_early;
   return call.cfg_branch == 1 ? opt_.topp_uncond : opt_.topp;
+}
+
+int64_t SpadePolicy::topk_for(const AttentionCall& call) const {
+  const auto early_steps =
+      static_cast<int64_t>(std::floor(opt_.early * static_cast<double>(call.steps)));
+  if (call.step < early_steps && opt_.topk_early >= 0) return opt_.topk_early;
+  return call.cfg_branch == 1 ? opt_.topk_uncond : opt_.topk;
 }
 
 std::vector<std::unique_ptr<SpadeSummaries>>& SpadePolicy::summaries_for(const TokenGrid& grid) {
@@ -559,6 +572,7 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
   std::vector<std::vector<uint64_t>> keeps(static_cast<size_t>(call.heads));
   for (size_t s = 0; s < shapes; ++s) layout_for(call.grid, s);  // built before the parallel loop
   const double p = topp_for(call);
+  const int64_t topk = topk_for(call);
   if (reshaped_) {
     shape_of_.assign(static_cast<size_t>(call.heads), 0);
     similarity_.assign(static_cast<size_t>(call.heads), std::vector<double>(shapes));
@@ -578,8 +592,8 @@ AttentionPlan SpadePolicy::plan(const AttentionCall& call) {
           static_cast<int>(std::max_element(sim.begin(), sim.end()) - sim.begin());
     }
     // Select row by row while the head's scores are in cache; keep only the bit rows.
-    sums.select(call, h, static_cast<size_t>(shape_of_[static_cast<size_t>(h)]), p, opt_.topk,
-                opt_.sink, keeps[static_cast<size_t>(h)]);
+    sums.select(call, h, static_cast<size_t>(shape_of_[static_cast<size_t>(h)]), p, topk, opt_.sink,
+                keeps[static_cast<size_t>(h)]);
   }
   if (reshaped_) choices_[key] = Choice{call.step, shape_of_};
   for (size_t s = 0; s < shapes; ++s) {

@@ -4,8 +4,8 @@
 // (4,2,8), (2,4,8) candidates; (2) summarise each key block by its per-channel max and min and
 // score every (query block, key block) pair by the largest q̄ . k any key in the block's box
 // could reach (q̄ the query block's mean); (3) keep, per query-block row, the key blocks that
-// carry top-p of the estimated attention (or the top-k), the p depending on the CFG branch and
-// on early vs late steps; the sink block(s) and the diagonal block are always kept; the first
+// carry top-p of the estimated attention (or the top-k), the p or k depending on the CFG branch
+// and on early vs late steps; the sink block(s) and the diagonal block are always kept; the first
 // layer(s) run dense. Heads that chose the same shape form one HeadGroup.
 //
 // One SpadePolicy serves one generation on one thread (it caches layouts per grid).
@@ -29,6 +29,8 @@ struct SpadeOptions {
   double topp_early = -1;    // the first `early` share of steps (< 0: same as the branch's p)
   double early = 0.0;        // share of steps that use topp_early
   int64_t topk = 0;          // > 0: keep this many key blocks per row instead of top-p
+  int64_t topk_uncond = -1;  // unconditional branch (< 0: same as topk; 0: top-p there)
+  int64_t topk_early = -1;   // the first `early` share of steps (< 0: the branch's k)
   int64_t dense_layers = 1;  // leading layers run dense
   int64_t sink = 1;          // leading key blocks every query block keeps
   int64_t shape_every = 1;   // choose shapes once per this many steps per (layer, branch)
@@ -110,6 +112,8 @@ class SpadePolicy final : public AttentionPolicy {
 
   // The p (top-p) used for this call's CFG branch and step.
   double topp_for(const AttentionCall& call) const;
+  // The top-k budget of this call (0: top-p), by step and CFG branch like topp_for.
+  int64_t topk_for(const AttentionCall& call) const;
   // Per head of the last sparse call: index into options().shapes and its similarity score.
   const std::vector<int>& last_shapes() const { return shape_of_; }
   const std::vector<std::vector<double>>& last_similarity() const { return similarity_; }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include "core/convert.h"
 #include "core/error.h"
@@ -330,6 +331,45 @@ TEST(SpadePolicy, FirstLayerDenseAndTheBranchAndStepPickP) {
   EXPECT_EQ(p.topp_for(d.call), 0.8);
   d.call.cfg_branch = 1;
   EXPECT_EQ(p.topp_for(d.call), 0.6);
+  EXPECT_EQ(p.topk_for(d.call), 0);  // top-p throughout
+}
+
+// The top-k budget by branch and step, and that the plan keeps that many key blocks per row
+// (2 x 8 x 8 tokens in 64-token blocks of one shape: 2 query blocks, 2 key blocks; sink off).
+TEST(SpadePolicy, TheBranchAndStepPickK) {
+  SpadePolicy p(parse_spade_options("topk=3,topk_uncond=0,topp_uncond=0.5,topk_early=1,early=0.3"));
+  AttentionCall call;
+  call.steps = 10;
+  call.step = 2;
+  EXPECT_EQ(p.topk_for(call), 1);
+  call.step = 3;
+  EXPECT_EQ(p.topk_for(call), 3);
+  call.cfg_branch = 1;
+  EXPECT_EQ(p.topk_for(call), 0);
+  EXPECT_EQ(p.topp_for(call), 0.5);
+
+  CallData d(TokenGrid{4, 8, 16}, 1, 8);  // 512 tokens: 8 blocks of 64 for every shape
+  d.randomize(3);
+  d.call.layer = 1;
+  d.call.steps = 10;
+  SpadePolicy q(parse_spade_options("topk=3,topk_uncond=5,topk_early=1,early=0.3,sink=0"));
+  auto kept_per_row = [&](int64_t step, int64_t branch) {
+    d.call.step = step;
+    d.call.cfg_branch = branch;
+    const AttentionPlan plan = q.plan(d.call);
+    std::vector<size_t> counts;
+    for (const auto& g : plan.groups)
+      for (int64_t qb = 0; qb < g.layout.blocks.blocks(); ++qb)
+        counts.push_back(g.mask.row(0, qb).key_blocks.size());
+    return counts;
+  };
+  // The diagonal block is always kept on top of the k chosen ones, so rows hold k or k + 1.
+  for (const auto& [step, branch, k] :
+       {std::tuple{0, 0, size_t{1}}, std::tuple{5, 0, size_t{3}}, std::tuple{5, 1, size_t{5}}})
+    for (const size_t n : kept_per_row(step, branch)) {
+      EXPECT_GE(n, k) << "step " << step << " branch " << branch;
+      EXPECT_LE(n, k + 1) << "step " << step << " branch " << branch;
+    }
 }
 
 TEST(SpadePolicy, OptionErrorsNameTheKey) {
@@ -354,7 +394,9 @@ namespace vidax::sparse {
 namespace {
 
 TEST(SpadePolicy, CanonicalNameParsesBack) {
-  for (const char* opts : {"", "topk=3,sink=2", "topp=0.8,topp_early=0.95,early=0.2"}) {
+  for (const char* opts : {"", "topk=3,sink=2", "topp=0.8,topp_early=0.95,early=0.2",
+                           "topk=3,topk_uncond=0,topp_uncond=0.7", "topk_uncond=4",
+                           "topk=8,topk_early=2,early=0.1,topp_early=0.9"}) {
     const std::string name = make_spade_policy(opts)->name();
     ASSERT_EQ(name.rfind("spade:", 0), 0u);
     EXPECT_EQ(make_spade_policy(name.substr(6))->name(), name) << opts;
