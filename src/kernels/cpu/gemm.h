@@ -6,14 +6,15 @@
 // cached. An optional fused GELU (tanh or erf) post-op runs inside the GEMM.
 //
 // With compute BF16 on a machine with usable AMX-BF16, the weight is packed for and run by our
-// own AMX kernel (kernels/cpu/amx_gemm.h) instead; without AMX, the bf16 values are widened to
-// f32 and run by oneDNN's f32 GEMM, whose FMA rate is twice vdpbf16ps's on these machines (same
-// products, f32 sums). The weights stay bf16 in memory (in oneDNN's f32 packed layout) and are
-// widened per call into a per-thread scratch as large as the largest weight; x is widened in
-// 512-row slices. The environment variable VIDAX_GEMM (read when a PackedLinear is constructed)
-// = onednn forces oneDNN's bf16 kernels (where oneDNN has them: not on AVX2-only machines,
-// kernels/cpu/onednn_bf16.h), = widened the widened path, so the paths can be compared in one
-// build.
+// own AMX kernel (kernels/cpu/amx_gemm.h) instead. Without AMX, where bf16 dot products are the
+// fast unit (bf16_dot_product_fast, AMD Zen 4+) oneDNN's own bf16 kernels run; elsewhere the
+// bf16 values are widened to f32 and run by oneDNN's f32 GEMM, whose FMA rate is twice
+// vdpbf16ps's on Intel without AMX (same products, f32 sums). On that path the weights stay bf16 in
+// memory (in oneDNN's f32 packed layout) and are widened per call into a per-thread scratch as
+// large as the largest weight; x is widened in 512-row slices. The environment variable VIDAX_GEMM
+// (read when a PackedLinear is constructed) = onednn forces oneDNN's bf16 kernels (where oneDNN has
+// them: not on AVX2-only machines, kernels/cpu/onednn_bf16.h), = widened the widened path, so the
+// paths can be compared in one build.
 //
 // Thread-safety: forward() may be called from one thread at a time per PackedLinear (the
 // primitive cache is guarded, but oneDNN itself parallelises with the shared OpenMP pool).
@@ -34,7 +35,8 @@ enum class GemmEpilogue { kNone, kGeluTanh, kGeluErf };
 // every path (the widened path's per-thread f32 scratch is one weight, not counted). For plans.
 int64_t gemm_weight_item_bytes(DType compute);
 
-// Whether BF16 PackedLinears built now run widened (no AMX, or VIDAX_GEMM=widened): they then
+// Whether BF16 PackedLinears built now run widened (no AMX and no fast bf16 dot products, no
+// oneDNN bf16 at all, or VIDAX_GEMM=widened): they then
 // need a per-thread f32 scratch of their largest weight.
 bool gemm_widens_bf16();
 
