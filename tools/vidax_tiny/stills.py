@@ -180,11 +180,12 @@ def phase_train(args):
         s = sigma.view(-1, 1, 1, 1, 1)
         xt = (1 - s) * x0 + s * noise
         c, bias = dit.compact_context([ctx_null if drop[j] else ctx[int(idx[j])] for j in range(bsz)])
-        pred = dit(xt, sigma * 1000, c, rope, bias)
+        with train.dit_autocast():  # bf16 autocast unless dit_bf16 0, as the dit phase
+            pred = dit(xt, sigma * 1000, c, rope, bias)
         wt = weight[idx].unsqueeze(1)  # [B, 1, 1, h, w]
         if decay:
             wt = 1 + (wt - 1) * (1 - s) ** decay
-        return ((pred - (noise - x0)) ** 2 * wt).mean() / wt.mean()
+        return ((pred.float() - (noise - x0)) ** 2 * wt).mean() / wt.mean()
 
     def evaluate(k):
         # The trained weights, and with dit_ema their moving average (what train.py exports).
