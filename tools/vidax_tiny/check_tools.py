@@ -29,6 +29,7 @@ VIDAX_WITH_TORCH=1, scripts/setup). The vidax binary (for `vidax synth`) is $VID
 CTest, else build/release/vidax.
 """
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -297,8 +298,16 @@ def check_stills(work, vidax):
     frames = stills.Generator(work).frames(dit.eval())
     assert len(frames) == stills.HELD_COUNT and frames[0].shape == (1, 3, 1, 64, 64), frames[0].shape
     assert all(torch.isfinite(f).all() and f.abs().max() <= 1 for f in frames)
+    png = os.path.join(work, "strip.png")
+    stills.phase_strip(argparse.Namespace(work=work, ckpt=os.path.join(run, "stills_ckpt.pt"), out=png, columns=3))
+    with open(png, "rb") as f:
+        head = f.read(24)
+    # PNG signature, then the IHDR chunk's width and height: 3 columns x 3 rows (round trips,
+    # raw weights, their average: dit_ema 0.9 here) of 64x64 frames at half size.
+    size = struct.unpack(">II", head[16:24])
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and size == (96, 96), (head[:8], size)
     print(f"stills: still latents equal the clips' first latent frames (gap {gap:.1e}); "
-          f"3 training steps, {len(frames)} held-out captions generated")
+          f"3 training steps, {len(frames)} held-out captions generated, strip {size[0]}x{size[1]}")
 
 
 def check_finish_probe():

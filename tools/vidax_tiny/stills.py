@@ -19,6 +19,9 @@ causal VAE encodes a one-frame clip as it encodes a clip's first frame. So:
         RUN/stills_loss.csv, RUN/score_STEP_{raw,ema}.txt
     stills.py score WORK [RUN/stills_ckpt.pt [--ema] | --ground-truth] --score-clip BIN
         one checkpoint's score, or the held-out stills' VAE round trips (the ceiling)
+    stills.py strip WORK RUN/stills_ckpt.pt --out PNG [--columns 8]
+        the first held-out stills' round trips above the checkpoint's generations (raw weights,
+        then the average when the run keeps one), as the scoring makes them
 
 Scoring: 20 Euler steps from sigma 1 with CFG 5 (finish_probe.finish), decoded by WORK's VAE,
 the frame repeated to a 17-frame still clip and read by `score_clip` (built by score.sh).
@@ -124,10 +127,10 @@ class Generator:
         self.ctx = encode_texts(t5, tokenize(spm, self.held["captions"]))
         (self.ctx_null,) = encode_texts(t5, tokenize(spm, [""]))
 
-    def frames(self, dit):
+    def frames(self, dit, count=None):
         shape = (1,) + tuple(self.held["z"].shape[1:])
         out = []
-        for i, ctx in enumerate(self.ctx):
+        for i, ctx in enumerate(self.ctx[:count]):
             # finish() from sigma 1 ignores its clean latent: x_1 is the noise of generator i.
             z = finish(dit, torch.zeros(shape), 1.0, ctx, self.ctx_null, 20, 5.0,
                        torch.Generator().manual_seed(i))
@@ -135,9 +138,9 @@ class Generator:
                 out.append(self.vae.decode(z * self.std + self.mean).clamp(-1, 1))
         return out
 
-    def round_trips(self):
+    def round_trips(self, count=None):
         with torch.no_grad():
-            return [self.vae.decode(z[None] * self.std + self.mean).clamp(-1, 1) for z in self.held["z"]]
+            return [self.vae.decode(z[None] * self.std + self.mean).clamp(-1, 1) for z in self.held["z"][:count]]
 
 
 def report(tag, counts, lines, path=None):
@@ -220,11 +223,36 @@ def phase_score(args):
     print("\n".join(lines))
 
 
+def write_strip(rows, path):
+    """rows: lists of [1, 3, 1, H, W] frames in [-1, 1] -> a PNG grid at half size (ffmpeg)."""
+    grid = torch.cat([torch.cat([f[0, :, 0] for f in row], dim=2) for row in rows], dim=1)  # [3, H', W']
+    rgb = ((grid + 1) * 127.5).round().clamp(0, 255).byte().permute(1, 2, 0).contiguous()
+    h, w = rgb.shape[:2]
+    subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24",
+                    "-s", f"{w}x{h}", "-i", "-", "-vf", "scale=iw/2:ih/2", "-frames:v", "1", path],
+                   input=rgb.numpy().tobytes(), check=True)
+
+
+def phase_strip(args):
+    """The first --columns held-out stills: their VAE round trips, then the checkpoint's
+    generations from noise (the scoring's noise and sampler), raw weights and, with dit_ema,
+    the average below them."""
+    g = Generator(args.work)
+    ck = torch.load(args.ckpt)
+    dit = build_dit()
+    rows = [g.round_trips(args.columns)]
+    for weights in [ck["model"]] + ([ck["ema"]] if ck.get("ema") is not None else []):
+        dit.load_state_dict(weights)
+        rows.append(g.frames(dit.eval(), args.columns))
+    write_strip(rows, args.out)
+    train.log(f"stills: {args.out}: {len(rows)} rows of {args.columns} (step {ck['step']})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("data", "train", "score"))
+    ap.add_argument("what", choices=("data", "train", "score", "strip"))
     ap.add_argument("work")
-    ap.add_argument("run", nargs="?", help="train: the run's folder; score: a stills_ckpt.pt")
+    ap.add_argument("run", nargs="?", help="train: the run's folder; score, strip: a stills_ckpt.pt")
     ap.add_argument("--vidax", default="build/release/vidax")
     ap.add_argument("--score-clip", default="build/vidax-tiny-score/score_clip")
     ap.add_argument("--count", type=int, default=8192, help="data: training stills")
@@ -234,20 +262,26 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--ground-truth", action="store_true", help="score: the held-out stills' VAE round trips")
     ap.add_argument("--ema", action="store_true", help="score: the checkpoint's moving average (dit_ema runs)")
+    ap.add_argument("--out", help="strip: the PNG to write")
+    ap.add_argument("--columns", type=int, default=8, help="strip: held-out stills shown")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
+    if args.what == "strip" and not (args.run and args.out):
+        ap.error("strip needs a stills_ckpt.pt and --out PNG")
+    if not 1 <= args.columns <= HELD_COUNT:
+        ap.error(f"--columns must be in 1..{HELD_COUNT}")
     if args.what == "train" and not args.run:
         ap.error("train needs RUN, the run's folder")
     if args.what == "score" and bool(args.run) == args.ground_truth:
         ap.error("score takes a checkpoint or --ground-truth")
     args.ckpt = args.run
-    if (args.what == "score" or args.every) and args.what != "data" and not os.path.exists(args.score_clip):
+    if (args.what == "score" or (args.what == "train" and args.every)) and not os.path.exists(args.score_clip):
         ap.error(f"--score-clip {args.score_clip}: no such file (build it with tools/vidax_tiny/score.sh)")
     if args.count < 1 or args.steps < 1 or args.every < 0 or args.batch < 1:
         ap.error("--count, --steps and --batch must be positive, --every at least 0")
     apply_overrides(args.set)
     torch.set_num_threads(C["threads"])
-    {"data": phase_data, "train": phase_train, "score": phase_score}[args.what](args)
+    {"data": phase_data, "train": phase_train, "score": phase_score, "strip": phase_strip}[args.what](args)
 
 
 if __name__ == "__main__":
