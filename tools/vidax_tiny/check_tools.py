@@ -290,9 +290,17 @@ def check_stills(work, vidax):
     held = torch.load(os.path.join(work, "stills_heldout.pt"))
     assert held["z"].shape[0] == stills.HELD_COUNT and not set(held["captions"]) <= set(d["captions"])
     run = os.path.join(work, "stills_run")
-    stills.phase_train(argparse.Namespace(work=work, run=run, steps=3, every=0, batch=2))
+    stills.phase_train(argparse.Namespace(work=work, run=run, steps=3, every=0, batch=2, procs=1))
     ck = torch.load(os.path.join(run, "stills_ckpt.pt"))
     assert ck["step"] == 3 and all(0 < l < 100 for _, l, _ in ck["losses"]), ck["losses"]
+    # --procs 2 (one row each) is the same run up to float summation order.
+    run2 = os.path.join(work, "stills_run_2procs")
+    stills.phase_train(argparse.Namespace(work=work, run=run2, steps=3, every=0, batch=2, procs=2))
+    ck2 = torch.load(os.path.join(run2, "stills_ckpt.pt"))
+    pairs = list(zip([l for _, l, _ in ck["losses"]], [l for _, l, _ in ck2["losses"]]))
+    assert len(pairs) == 3 and all(abs(a - b) <= 1e-5 * abs(a) for a, b in pairs), pairs
+    gap2 = max(float((a - b).abs().max()) for a, b in zip(ck["model"].values(), ck2["model"].values()))
+    assert gap2 < 1e-5, f"stills --procs 2: weights differ from one process's by {gap2}"
     dit = stills.build_dit()
     dit.load_state_dict(ck["model"])
     frames = stills.Generator(work).frames(dit.eval())

@@ -11,7 +11,7 @@ causal VAE encodes a one-frame clip as it encodes a clip's first frame. So:
         `vidax synth --frames 1` scenes in the DiT's layout, encoded by WORK's VAE (vae_path) and
         normalised with WORK/latents.pt's statistics -> WORK/stills.pt; 24 held-out scenes
         (seeds 6,000,000+) -> WORK/stills_heldout.pt
-    stills.py train WORK RUN [--score-clip BIN] [--steps 3000] [--every 500] [--batch 16]
+    stills.py train WORK RUN [--score-clip BIN] [--steps 3000] [--every 500] [--batch 16] [--procs N]
         a fresh DiT (CONFIG["dit"], --set dit.dim=256 ... to change it) trained on the stills
         alone, as train.py's dit phase trains (flow matching, shift, object weight and its decay,
         CFG drop, the lr schedule), resumable; every E steps the held-out captions are generated
@@ -40,6 +40,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import data_parallel  # noqa: E402
 import train  # noqa: E402
 from clip_scoring import score_video  # noqa: E402
 from common import CONFIG as C, apply_overrides, encode_texts, tokenize  # noqa: E402
@@ -158,6 +159,14 @@ def build_dit():
 
 def phase_train(args):
     os.makedirs(args.run, exist_ok=True)
+    if args.procs > args.batch:
+        sys.exit(f"stills: --procs {args.procs}: more processes than rows in a batch ({args.batch})")
+    data_parallel.run(args.procs, lambda group: train_stills(args, group))
+
+
+def train_stills(args, group):
+    """phase_train as one of group.size data-parallel processes (train.py --procs): each draws
+    the whole batch and runs its rows; rank 0 alone scores, logs and checkpoints."""
     d = load_stills(os.path.join(args.work, "stills.pt"))
     z, captions = d["z"], d["captions"]  # z [N, 16, 1, h, w]
     weight = d["foot"] * C["dit_obj_weight"] + 1  # [N, 1, h, w]
@@ -169,7 +178,7 @@ def phase_train(args):
     train.log(f"stills: {len(z)} stills, DiT {sum(p.numel() for p in dit.parameters())} parameters")
     cos, sin = rope_table(1, z.shape[3] // 2, z.shape[4] // 2, dit.blocks[0].self_attn.head_dim)
     rope = (cos.float(), sin.float())
-    gen_eval = Generator(args.work) if args.every else None
+    gen_eval = Generator(args.work) if args.every and group.main else None
     shift, decay, bsz = C["train_shift"], C["dit_obj_weight_decay"], args.batch
 
     def step(gen, k):
@@ -181,14 +190,16 @@ def phase_train(args):
         x0 = z[idx]
         noise = torch.randn(x0.shape, generator=gen)
         s = sigma.view(-1, 1, 1, 1, 1)
-        xt = (1 - s) * x0 + s * noise
-        c, bias = dit.compact_context([ctx_null if drop[j] else ctx[int(idx[j])] for j in range(bsz)])
-        with train.dit_autocast():  # bf16 autocast unless dit_bf16 0, as the dit phase
-            pred = dit(xt, sigma * 1000, c, rope, bias)
         wt = weight[idx].unsqueeze(1)  # [B, 1, 1, h, w]
         if decay:
             wt = 1 + (wt - 1) * (1 - s) ** decay
-        return ((pred.float() - (noise - x0)) ** 2 * wt).mean() / wt.mean()
+        sh = group.shard(bsz)  # this process's rows of the batch
+        x0, noise, s = x0[sh], noise[sh], s[sh]
+        xt = (1 - s) * x0 + s * noise
+        c, bias = dit.compact_context([ctx_null if drop[j] else ctx[int(idx[j])] for j in range(bsz)[sh]])
+        with train.dit_autocast():  # bf16 autocast unless dit_bf16 0, as the dit phase
+            pred = dit(xt, sigma[sh] * 1000, c, rope, bias)
+        return train.shard_weighted_mse(pred, noise - x0, wt, group)
 
     def evaluate(k):
         # The trained weights, and with dit_ema their moving average (what train.py exports).
@@ -201,10 +212,11 @@ def phase_train(args):
             report(f"stills: step {k}, {name} weights, generated from noise", counts, lines,
                    os.path.join(args.run, f"score_{k}_{name}.txt"))
 
-    tr = train.Trainer("stills", args.run, dit, C["dit_lr"], ema=C["dit_ema"])
+    tr = train.Trainer("stills", args.run, dit, C["dit_lr"], ema=C["dit_ema"], group=group)
     tr.run(args.steps, lambda k: train.lr_at(k, args.steps, C["dit_lr"], C["dit_warmup"]), step,
            every=(args.every, evaluate) if args.every else None)
-    train.log(f"stills: {tr.step} steps in {tr.seconds:.0f} s")
+    if group.main:
+        train.log(f"stills: {tr.step} steps in {tr.seconds:.0f} s")
 
 
 def phase_score(args):
@@ -260,6 +272,7 @@ def main():
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--every", type=int, default=500, help="train: score every this many steps (0: never)")
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--procs", type=int, default=1, help="train: data-parallel processes (train.py --procs)")
     ap.add_argument("--ground-truth", action="store_true", help="score: the held-out stills' VAE round trips")
     ap.add_argument("--ema", action="store_true", help="score: the checkpoint's moving average (dit_ema runs)")
     ap.add_argument("--out", help="strip: the PNG to write")
@@ -277,8 +290,8 @@ def main():
     args.ckpt = args.run
     if (args.what == "score" or (args.what == "train" and args.every)) and not os.path.exists(args.score_clip):
         ap.error(f"--score-clip {args.score_clip}: no such file (build it with tools/vidax_tiny/score.sh)")
-    if args.count < 1 or args.steps < 1 or args.every < 0 or args.batch < 1:
-        ap.error("--count, --steps and --batch must be positive, --every at least 0")
+    if args.count < 1 or args.steps < 1 or args.every < 0 or args.batch < 1 or args.procs < 1:
+        ap.error("--count, --steps, --batch and --procs must be positive, --every at least 0")
     apply_overrides(args.set)
     torch.set_num_threads(C["threads"])
     {"data": phase_data, "train": phase_train, "score": phase_score, "strip": phase_strip}[args.what](args)
