@@ -79,11 +79,13 @@ def phase_tokenizer(args):
     txt = os.path.join(w, "captions.txt")
     with open(txt, "w") as f:
         f.write("\n".join(caps) + "\n")
-    subprocess.run(["spm_train", f"--input={txt}", f"--model_prefix={w}/spiece",
+    # Relative paths, run inside WORK: spm_train records --input and --model_prefix in the
+    # model, so absolute ones would make the file depend on where WORK is.
+    subprocess.run(["spm_train", "--input=captions.txt", "--model_prefix=spiece",
                     f"--vocab_size={C['vocab']}", f"--model_type={C['tokenizer_type']}", "--character_coverage=1.0",
                     "--pad_id=0", "--eos_id=1", "--unk_id=2", "--bos_id=-1",
                     "--hard_vocab_limit=false", "--num_threads=1", "--minloglevel=2"],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   check=True, cwd=w, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log("tokenizer:", vocab_size(w), "pieces from", len(caps), "captions")
 
 
