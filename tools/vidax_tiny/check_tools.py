@@ -22,7 +22,9 @@
    latents its kind asks for, and writes dit.pt; stills.py on the same WORK (its still latents
    are the clips' first latent frames; it trains and generates);
 7. data-parallel training (train.py --procs, data_parallel.py): two processes take the same
-   steps as one, and a worker that fails stops the run with a message.
+   steps as one, and a worker that fails stops the run with a message;
+8. score_clip, built from the libraries beside $VIDAX_BIN, on a rendered still: its verdicts
+   and the "fills:" list that `stills.py words` reads.
 
 Exits 77 (CTest: skipped) when torch is not installed (CI installs it only with
 VIDAX_WITH_TORCH=1, scripts/setup). The vidax binary (for `vidax synth`) is $VIDAX_BIN, set by
@@ -301,11 +303,30 @@ def check_stills(work, vidax):
     assert len(pairs) == 3 and all(abs(a - b) <= 1e-5 * abs(a) for a, b in pairs), pairs
     gap2 = max(float((a - b).abs().max()) for a, b in zip(ck["model"].values(), ck2["model"].values()))
     assert gap2 < 1e-5, f"stills --procs 2: weights differ from one process's by {gap2}"
+    # dit_edge_weight adds weight on the outline band: the same first batch scores a larger loss.
+    run3 = os.path.join(work, "stills_run_edge")
+    base = common.CONFIG["dit_edge_weight"]
+    common.CONFIG["dit_edge_weight"] = base + 9.0
+    try:
+        stills.phase_train(argparse.Namespace(work=work, run=run3, steps=1, every=0, batch=2, procs=1))
+    finally:
+        common.CONFIG["dit_edge_weight"] = base
+    edge_loss = torch.load(os.path.join(run3, "stills_ckpt.pt"))["losses"][0][1]
+    assert edge_loss > ck["losses"][0][1] * 1.01, (edge_loss, ck["losses"][0][1])
     dit = stills.build_dit()
     dit.load_state_dict(ck["model"])
-    frames = stills.Generator(work).frames(dit.eval())
+    g = stills.Generator(work)
+    frames = g.frames(dit.eval())
     assert len(frames) == stills.HELD_COUNT and frames[0].shape == (1, 3, 1, 64, 64), frames[0].shape
     assert all(torch.isfinite(f).all() and f.abs().max() <= 1 for f in frames)
+    # `words` generates other captions from the same noise: its own captions give the same frames.
+    again = g.frames(dit, count=2, ctxs=g.contexts(g.held["captions"]))
+    assert all(torch.equal(a, b) for a, b in zip(again, frames[:2]))
+    asked = g.frames(dit, count=1, ctxs=g.contexts([g.held["captions"][0] + " square"]))
+    assert not torch.equal(asked[0], frames[0]), "another caption gave the same frame"
+    table = stills.shape_word_table({"circle": [("circle", 0.8), ("square", 0.9)], "square": []})
+    assert table == ["asked circle: 2 objects found (circle 1, square 1, triangle 0), mean fill 0.850",
+                     "asked square: 0 objects found (circle 0, square 0, triangle 0), mean fill nan"], table
     png = os.path.join(work, "strip.png")
     stills.phase_strip(argparse.Namespace(work=work, ckpt=os.path.join(run, "stills_ckpt.pt"), out=png, columns=3))
     with open(png, "rb") as f:
@@ -316,6 +337,39 @@ def check_stills(work, vidax):
     assert head[:8] == b"\x89PNG\r\n\x1a\n" and size == (96, 96), (head[:8], size)
     print(f"stills: still latents equal the clips' first latent frames (gap {gap:.1e}); "
           f"3 training steps, {len(frames)} held-out captions generated, strip {size[0]}x{size[1]}")
+
+
+def check_score_clip():
+    """score_clip (built as score.sh builds it, from the libraries beside $VIDAX_BIN) on a
+    rendered still: colour, shape, background and count right, and its "fills:" list
+    (clip_scoring.found_fills, what `stills.py words` reads) names the caption's shapes with
+    fills in the analyzer's range for them."""
+    import re
+    from clip_scoring import found_fills, score_video
+    from dataset import SynthDataset
+    vidax = os.environ.get("VIDAX_BIN", os.path.join(ROOT, "build", "release", "vidax"))
+    lib = os.path.dirname(vidax)
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, "score_clip")
+        subprocess.run(["g++", "-std=c++20", "-O1", "-fopenmp", "-I" + os.path.join(ROOT, "src"),
+                        os.path.join(HERE, "score_clip.cpp"), "-o", exe] +
+                       [os.path.join(lib, f"libvidax_{n}.a") for n in ("synth", "io", "core")] + ["-lhwy", "-lz"],
+                       check=True)
+        # Seed 12 of the large layout: a red circle and a cyan square (two entries in the list).
+        subprocess.run([vidax, "--threads", "1", "synth", "--out", os.path.join(tmp, "c"), "--count", "1",
+                        "--seed", "12", "--size", "256x256", "--frames", "1", "--layout", "large"],
+                       check=True, stdout=subprocess.DEVNULL)
+        ds = SynthDataset(os.path.join(tmp, "c"))
+        video = torch.from_numpy(ds.video(0))[None].expand(-1, -1, 17, -1, -1)  # [1, 3, 17, H, W]
+        caption = ds.caption(0)
+        verdict, line = score_video(exe, video, caption, os.path.join(tmp, "still.rgb"))
+    assert all(verdict[a] for a in ("color", "shape", "background", "count")), (caption, line)
+    found = found_fills(line)
+    asked = re.findall(r"\b(circle|square|triangle)\b", caption)
+    assert sorted(s for s, _ in found) == sorted(asked) and len(found) == 2, (caption, line)
+    ranges = {"square": (0.89, 1.01), "circle": (0.64, 0.89), "triangle": (0.0, 0.64)}
+    assert all(ranges[s][0] <= f < ranges[s][1] for s, f in found), line
+    print(f"score_clip: '{caption}' -> {line}")
 
 
 def check_finish_probe():
@@ -351,3 +405,4 @@ if __name__ == "__main__":
     check_dit_phase()
     check_data_parallel()
     check_finish_probe()
+    check_score_clip()

@@ -31,5 +31,12 @@ def score_video(score_clip, video, caption, scratch):
     return {a: int(words[words.index(a) + 1]) for a in ATTRS}, r.stdout.strip()
 
 
+def found_fills(line):
+    """score_clip's line -> [(shape, fill)] of the objects it found ("fills: circle 0.781 ...")."""
+    _, _, tail = line.partition("fills:")
+    words = tail.split()
+    return [(words[i], float(words[i + 1])) for i in range(0, len(words) - 1, 2)]
+
+
 def tally_text(totals, n):
     return ", ".join(f"{a} {totals[a]}/{n}" for a in ATTRS)

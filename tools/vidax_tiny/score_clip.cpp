@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -34,9 +35,19 @@ int main(int argc, char** argv) {
     vidax::synth::SceneAttributes found;
     found.background = s.analysis.background;
     for (const auto& o : s.analysis.objects) found.objects.push_back(o.attributes);
-    std::printf("color %d shape %d motion %d background %d count %d overall %d  found: %s\n",
-                s.color, s.shape, s.motion, s.background, s.count, s.overall,
-                vidax::synth::describe(found).c_str());
+    // "fills:" gives each found object's shape and median bounding-box fill, which decides the
+    // shape (square ~1, circle ~pi/4, triangle ~1/2).
+    std::string fills;
+    for (const auto& o : s.analysis.objects) {
+      char one[48];
+      std::snprintf(one, sizeof one, " %s %.3f",
+                    std::string(vidax::synth::shape_name(o.attributes.shape)).c_str(), o.fill);
+      fills += one;
+    }
+    std::printf(
+        "color %d shape %d motion %d background %d count %d overall %d  found: %s  fills:%s\n",
+        s.color, s.shape, s.motion, s.background, s.count, s.overall,
+        vidax::synth::describe(found).c_str(), fills.c_str());
   } catch (const std::exception& e) {
     std::cerr << "score_clip: " << e.what() << "\n";
     return 1;

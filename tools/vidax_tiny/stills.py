@@ -13,15 +13,19 @@ causal VAE encodes a one-frame clip as it encodes a clip's first frame. So:
         (seeds 6,000,000+) -> WORK/stills_heldout.pt
     stills.py train WORK RUN [--score-clip BIN] [--steps 3000] [--every 500] [--batch 16] [--procs N]
         a fresh DiT (CONFIG["dit"], --set dit.dim=256 ... to change it) trained on the stills
-        alone, as train.py's dit phase trains (flow matching, shift, object weight and its decay,
-        CFG drop, the lr schedule), resumable; every E steps the held-out captions are generated
-        from noise and scored (with dit_ema, the average too) -> RUN/stills_ckpt.pt,
-        RUN/stills_loss.csv, RUN/score_STEP_{raw,ema}.txt
+        alone, as train.py's dit phase trains (flow matching, shift, object and outline weights
+        and their decay, CFG drop, the lr schedule), resumable; every E steps the held-out
+        captions are generated from noise and scored (with dit_ema, the average too) ->
+        RUN/stills_ckpt.pt, RUN/stills_loss.csv, RUN/score_STEP_{raw,ema}.txt
     stills.py score WORK [RUN/stills_ckpt.pt [--ema] | --ground-truth] --score-clip BIN
         one checkpoint's score, or the held-out stills' VAE round trips (the ceiling)
     stills.py strip WORK RUN/stills_ckpt.pt --out PNG [--columns 8]
         the first held-out stills' round trips above the checkpoint's generations (raw weights,
         then the average when the run keeps one), as the scoring makes them
+    stills.py words WORK RUN/stills_ckpt.pt [--ema] --score-clip BIN
+        does the DiT listen to the shape word? Every held-out caption is asked with each shape
+        in turn (every object that shape) from the same noise; per asked shape, the shapes the
+        analyzer found and their mean bounding-box fill (square ~1, circle ~0.79, triangle ~0.5)
 
 Scoring: 20 Euler steps from sigma 1 with CFG 5 (finish_probe.finish), decoded by WORK's VAE,
 the frame repeated to a 17-frame still clip and read by `score_clip` (built by score.sh).
@@ -42,10 +46,10 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import data_parallel  # noqa: E402
 import train  # noqa: E402
-from clip_scoring import score_video  # noqa: E402
-from common import CONFIG as C, apply_overrides, encode_texts, tokenize  # noqa: E402
+from clip_scoring import found_fills, score_video  # noqa: E402
+from common import CONFIG as C, SHAPES, apply_overrides, encode_texts, tokenize  # noqa: E402
 from dataset import SynthDataset  # noqa: E402
-from finish_probe import finish  # noqa: E402
+from finish_probe import ask_shape, finish  # noqa: E402
 from models import WanDiT, rope_table  # noqa: E402
 
 HELD_SEED, HELD_COUNT = 6000000, 24
@@ -105,7 +109,8 @@ def tally(verdicts):
 
 
 def score_frames(score_clip, frames, captions):
-    """frames: [1, 3, 1, H, W] in [-1, 1] per caption -> (tally, per-still lines)."""
+    """frames: [1, 3, 1, H, W] in [-1, 1] per caption -> (tally, per-still lines: the caption,
+    then score_clip's)."""
     verdicts, lines = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for frame, caption in zip(frames, captions):
@@ -123,15 +128,19 @@ class Generator:
         self.held = load_stills(os.path.join(work, "stills_heldout.pt"))
         self.vae = train.encoding_vae(work)
         self.mean, self.std = latent_stats(work)
-        spm = os.path.join(work, "spiece.model")
-        t5 = train.load_t5(work)
-        self.ctx = encode_texts(t5, tokenize(spm, self.held["captions"]))
-        (self.ctx_null,) = encode_texts(t5, tokenize(spm, [""]))
+        self.spm = os.path.join(work, "spiece.model")
+        self.t5 = train.load_t5(work)
+        self.ctx = self.contexts(self.held["captions"])
+        (self.ctx_null,) = self.contexts([""])
 
-    def frames(self, dit, count=None):
+    def contexts(self, captions):
+        return encode_texts(self.t5, tokenize(self.spm, captions))
+
+    def frames(self, dit, count=None, ctxs=None):
+        """Generations of the held-out captions (or of ctxs, one per held-out noise)."""
         shape = (1,) + tuple(self.held["z"].shape[1:])
         out = []
-        for i, ctx in enumerate(self.ctx[:count]):
+        for i, ctx in enumerate((self.ctx if ctxs is None else ctxs)[:count]):
             # finish() from sigma 1 ignores its clean latent: x_1 is the noise of generator i.
             z = finish(dit, torch.zeros(shape), 1.0, ctx, self.ctx_null, 20, 5.0,
                        torch.Generator().manual_seed(i))
@@ -170,6 +179,8 @@ def train_stills(args, group):
     d = load_stills(os.path.join(args.work, "stills.pt"))
     z, captions = d["z"], d["captions"]  # z [N, 16, 1, h, w]
     weight = d["foot"] * C["dit_obj_weight"] + 1  # [N, 1, h, w]
+    if C["dit_edge_weight"]:  # the dit phase's outline band (train.footprint_edge)
+        weight = weight + C["dit_edge_weight"] * train.footprint_edge(d["foot"])
     spm = os.path.join(args.work, "spiece.model")
     t5 = train.load_t5(args.work)
     ctx = encode_texts(t5, tokenize(spm, captions))
@@ -225,14 +236,46 @@ def phase_score(args):
         counts, lines = score_frames(args.score_clip, g.round_trips(), g.held["captions"])
         report("stills: held-out VAE round trips", counts, lines)
         return
+    dit = checkpoint_dit(args)
+    counts, lines = score_frames(args.score_clip, g.frames(dit), g.held["captions"])
+    report(f"stills: {args.ckpt}", counts, lines)
+    print("\n".join(lines))
+
+
+def checkpoint_dit(args):
+    """The DiT of args.ckpt (its moving average with --ema), in eval mode."""
     dit = build_dit()
     ck = torch.load(args.ckpt)
     if args.ema and ck.get("ema") is None:
         sys.exit(f"stills: {args.ckpt} has no moving average (its run had dit_ema 0): drop --ema")
     dit.load_state_dict(ck["ema"] if args.ema else ck["model"])
-    counts, lines = score_frames(args.score_clip, g.frames(dit.eval()), g.held["captions"])
-    report(f"stills: {args.ckpt}", counts, lines)
-    print("\n".join(lines))
+    return dit.eval()
+
+
+def shape_word_table(asked):
+    """{asked shape: [(found shape, fill)] over its generations} -> one text line per asked shape."""
+    rows = []
+    for shape, found in asked.items():
+        fills = [f for _, f in found]
+        kinds = ", ".join(f"{k} {sum(s == k for s, _ in found)}" for k in SHAPES)
+        mean = sum(fills) / len(fills) if fills else float("nan")
+        rows.append(f"asked {shape}: {len(found)} objects found ({kinds}), mean fill {mean:.3f}")
+    return rows
+
+
+def phase_words(args):
+    """Every held-out caption asked with each shape (finish_probe.ask_shape), from the caption's
+    scoring noise: if the found fills do not follow the asked shape, the DiT ignores the word;
+    if they follow it but miss the thresholds, it listens and cannot draw."""
+    g = Generator(args.work)
+    dit = checkpoint_dit(args)
+    asked = {}
+    for shape in SHAPES:
+        captions = [ask_shape(c, shape) for c in g.held["captions"]]
+        counts, lines = score_frames(args.score_clip, g.frames(dit, ctxs=g.contexts(captions)), captions)
+        asked[shape] = [o for line in lines for o in found_fills(line)]
+        train.log(f"stills words: asked {shape} everywhere: shape right in {counts['shape']}/{HELD_COUNT}")
+    print("\n".join(shape_word_table(asked)))
 
 
 def write_strip(rows, path):
@@ -262,9 +305,9 @@ def phase_strip(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("data", "train", "score", "strip"))
+    ap.add_argument("what", choices=("data", "train", "score", "strip", "words"))
     ap.add_argument("work")
-    ap.add_argument("run", nargs="?", help="train: the run's folder; score, strip: a stills_ckpt.pt")
+    ap.add_argument("run", nargs="?", help="train: the run's folder; score, strip, words: a stills_ckpt.pt")
     ap.add_argument("--vidax", default="build/release/vidax")
     ap.add_argument("--score-clip", default="build/vidax-tiny-score/score_clip")
     ap.add_argument("--count", type=int, default=8192, help="data: training stills")
@@ -274,7 +317,7 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--procs", type=int, default=1, help="train: data-parallel processes (train.py --procs)")
     ap.add_argument("--ground-truth", action="store_true", help="score: the held-out stills' VAE round trips")
-    ap.add_argument("--ema", action="store_true", help="score: the checkpoint's moving average (dit_ema runs)")
+    ap.add_argument("--ema", action="store_true", help="score, words: the checkpoint's moving average (dit_ema runs)")
     ap.add_argument("--out", help="strip: the PNG to write")
     ap.add_argument("--columns", type=int, default=8, help="strip: held-out stills shown")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
@@ -285,16 +328,19 @@ def main():
         ap.error(f"--columns must be in 1..{HELD_COUNT}")
     if args.what == "train" and not args.run:
         ap.error("train needs RUN, the run's folder")
+    if args.what == "words" and not args.run:
+        ap.error("words needs a stills_ckpt.pt")
     if args.what == "score" and bool(args.run) == args.ground_truth:
         ap.error("score takes a checkpoint or --ground-truth")
     args.ckpt = args.run
-    if (args.what == "score" or (args.what == "train" and args.every)) and not os.path.exists(args.score_clip):
+    if (args.what in ("score", "words") or (args.what == "train" and args.every)) and not os.path.exists(args.score_clip):
         ap.error(f"--score-clip {args.score_clip}: no such file (build it with tools/vidax_tiny/score.sh)")
     if args.count < 1 or args.steps < 1 or args.every < 0 or args.batch < 1 or args.procs < 1:
         ap.error("--count, --steps, --batch and --procs must be positive, --every at least 0")
     apply_overrides(args.set)
     torch.set_num_threads(C["threads"])
-    {"data": phase_data, "train": phase_train, "score": phase_score, "strip": phase_strip}[args.what](args)
+    {"data": phase_data, "train": phase_train, "score": phase_score, "strip": phase_strip,
+     "words": phase_words}[args.what](args)
 
 
 if __name__ == "__main__":
