@@ -269,13 +269,18 @@ def phase_words(args):
     if they follow it but miss the thresholds, it listens and cannot draw."""
     g = Generator(args.work)
     dit = checkpoint_dit(args)
-    asked = {}
+    asked, frames = {}, {}
     for shape in SHAPES:
         captions = [ask_shape(c, shape) for c in g.held["captions"]]
-        counts, lines = score_frames(args.score_clip, g.frames(dit, ctxs=g.contexts(captions)), captions)
+        frames[shape] = g.frames(dit, ctxs=g.contexts(captions))
+        counts, lines = score_frames(args.score_clip, frames[shape], captions)
         asked[shape] = [o for line in lines for o in found_fills(line)]
         train.log(f"stills words: asked {shape} everywhere: shape right in {counts['shape']}/{HELD_COUNT}")
     print("\n".join(shape_word_table(asked)))
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        # Mean |difference| of the decoded frames on the 0..255 scale: how far the word moves the picture.
+        d = sum(float((x - y).abs().mean()) for x, y in zip(frames[SHAPES[a]], frames[SHAPES[b]]))
+        print(f"{SHAPES[a]} -> {SHAPES[b]}: frames differ by {d / HELD_COUNT * 127.5:.2f} of 255 on average")
 
 
 def write_strip(rows, path):
