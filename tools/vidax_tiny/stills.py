@@ -25,7 +25,8 @@ causal VAE encodes a one-frame clip as it encodes a clip's first frame. So:
     stills.py words WORK RUN/stills_ckpt.pt [--ema] --score-clip BIN
         does the DiT listen to the shape word? Every held-out caption is asked with each shape
         in turn (every object that shape) from the same noise; per asked shape, the shapes the
-        analyzer found and their mean bounding-box fill (square ~1, circle ~0.79, triangle ~0.5)
+        analyzer found and their mean bounding-box fill (square ~1, circle ~0.79, triangle ~0.5),
+        and for each pair of words how far the word moves the decoded picture (mean |difference|)
 
 Scoring: 20 Euler steps from sigma 1 with CFG 5 (finish_probe.finish), decoded by WORK's VAE,
 the frame repeated to a 17-frame still clip and read by `score_clip` (built by score.sh).
