@@ -24,7 +24,8 @@
 7. data-parallel training (train.py --procs, data_parallel.py): two processes take the same
    steps as one, and a worker that fails stops the run with a message;
 8. score_clip, built from the libraries beside $VIDAX_BIN, on a rendered still: its verdicts
-   and the "fills:" list that `stills.py words` reads.
+   and the "fills:" list that `stills.py words` reads;
+9. the tokenizer phase writes the same spiece.model in two different working folders.
 
 Exits 77 (CTest: skipped) when torch is not installed (CI installs it only with
 VIDAX_WITH_TORCH=1, scripts/setup). The vidax binary (for `vidax synth`) is $VIDAX_BIN, set by
@@ -365,11 +366,32 @@ def check_score_clip():
         verdict, line = score_video(exe, video, caption, os.path.join(tmp, "still.rgb"))
     assert all(verdict[a] for a in ("color", "shape", "background", "count")), (caption, line)
     found = found_fills(line)
-    asked = re.findall(r"\b(circle|square|triangle)\b", caption)
+    asked = re.findall(r"\b(" + "|".join(common.SHAPES) + r")\b", caption)
     assert sorted(s for s, _ in found) == sorted(asked) and len(found) == 2, (caption, line)
     ranges = {"square": (0.89, 1.01), "circle": (0.64, 0.89), "triangle": (0.0, 0.64)}
     assert all(ranges[s][0] <= f < ranges[s][1] for s, f in found), line
     print(f"score_clip: '{caption}' -> {line}")
+
+
+def check_tokenizer_reproduces():
+    """The tokenizer phase gives the same spiece.model byte for byte in two working folders
+    (spm_train records its --input and --model_prefix in the model: they must not name WORK)."""
+    import argparse
+    import train
+    vidax = os.environ.get("VIDAX_BIN", os.path.join(ROOT, "build", "release", "vidax"))
+    saved = common.CONFIG["caption_clips"]
+    common.CONFIG["caption_clips"] = 300
+    models = []
+    try:
+        for _ in range(2):
+            with tempfile.TemporaryDirectory() as work:
+                train.phase_tokenizer(argparse.Namespace(work=work, vidax=vidax))
+                with open(os.path.join(work, "spiece.model"), "rb") as f:
+                    models.append(f.read())
+    finally:
+        common.CONFIG["caption_clips"] = saved
+    assert models[0] == models[1] and len(models[0]) > 1000, [len(m) for m in models]
+    print(f"tokenizer: the same {len(models[0])}-byte model from two working folders")
 
 
 def check_finish_probe():
@@ -406,3 +428,4 @@ if __name__ == "__main__":
     check_data_parallel()
     check_finish_probe()
     check_score_clip()
+    check_tokenizer_reproduces()
