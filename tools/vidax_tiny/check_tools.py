@@ -25,7 +25,10 @@
    steps as one, and a worker that fails stops the run with a message;
 8. score_clip, built from the libraries beside $VIDAX_BIN, on a rendered still: its verdicts
    and the "fills:" list that `stills.py words` reads;
-9. the tokenizer phase writes the same spiece.model in two different working folders.
+9. the tokenizer phase writes the same spiece.model in two different working folders;
+10. stills.py's shape probe (`dit_probe_weight`): the token labels name each object's shape at
+   its centre on rendered scenes, and the probe adds its cross-entropy to the same batch's
+   flow-matching loss without changing the DiT's output.
 
 Exits 77 (CTest: skipped) when torch is not installed (CI installs it only with
 VIDAX_WITH_TORCH=1, scripts/setup). The vidax binary (for `vidax synth`) is $VIDAX_BIN, set by
@@ -336,8 +339,70 @@ def check_stills(work, vidax):
     # raw weights, their average: dit_ema 0.9 here) of 64x64 frames at half size.
     size = struct.unpack(">II", head[16:24])
     assert head[:8] == b"\x89PNG\r\n\x1a\n" and size == (96, 96), (head[:8], size)
+    check_shape_probe_run(work, ck)
     print(f"stills: still latents equal the clips' first latent frames (gap {gap:.1e}); "
           f"3 training steps, {len(frames)} held-out captions generated, strip {size[0]}x{size[1]}")
+
+
+def check_shape_probe_run(work, ck):
+    """dit_probe_weight w on check_stills' WORK: the same init and first batch as its plain run
+    (ck), so the first loss is the plain run's plus w times the probe's cross-entropy, which
+    starts near ln 4 (a fresh linear head over 4 classes); the checkpoint holds the head, and
+    dit_weights gives weights a plain DiT loads; tap leaves the DiT's output unchanged."""
+    import argparse
+    import stills
+    d = torch.load(os.path.join(work, "stills.pt"))
+    assert d["shapes"].shape == (3, 16) and d["shapes"].dtype == torch.int64, d["shapes"].shape  # 64x64: 4x4 tokens
+    assert int(d["shapes"].min()) >= 0 and int(d["shapes"].max()) <= 3
+    run = os.path.join(work, "stills_run_probe")
+    saved = dict(common.CONFIG)
+    common.CONFIG.update(dit_probe_weight=2.0, dit_probe_layer=1)
+    try:
+        stills.phase_train(argparse.Namespace(work=work, run=run, steps=1, every=0, batch=2, procs=1))
+    finally:
+        common.CONFIG.clear()
+        common.CONFIG.update(saved)
+    probed = torch.load(os.path.join(run, "stills_ckpt.pt"))
+    ce = (probed["losses"][0][1] - ck["losses"][0][1]) / 2.0
+    assert 0.7 < ce < 2.5, f"shape probe: first cross-entropy {ce}, expected near ln 4 = 1.39"
+    assert {"head.weight", "head.bias"} <= set(probed["model"]), sorted(probed["model"])[:4]
+    dit = stills.build_dit()
+    dit.load_state_dict(stills.dit_weights(probed["model"]))  # strict: exactly the DiT's keys
+    assert stills.dit_weights(ck["model"]) is ck["model"]
+    x = torch.randn(1, 16, 1, 8, 8)
+    ctx, bias = dit.compact_context([torch.randn(5, common.CONFIG["dit"]["text_dim"])])
+    with torch.no_grad():
+        plain = dit(x, torch.tensor([500.0]), ctx, None, bias)
+        out, tokens = dit(x, torch.tensor([500.0]), ctx, None, bias, tap=2)
+    assert torch.equal(plain, out) and tokens.shape == (1, 16, common.CONFIG["dit"]["dim"]), tokens.shape
+    print(f"shape probe: first step adds cross-entropy {ce:.3f} to the flow-matching loss")
+
+
+def check_token_shapes(vidax):
+    """stills.token_shapes on rendered 256x256 scenes of the large layout: the token under each
+    object's centre names its shape, the labels name no shape the scene lacks, and the corner
+    tokens are background."""
+    import stills
+    from dataset import SynthDataset
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([vidax, "--threads", "1", "synth", "--out", tmp, "--count", "12", "--seed", "5000000",
+                        "--size", "256x256", "--frames", "1", "--layout", "large"], check=True,
+                       stdout=subprocess.DEVNULL)
+        ds = SynthDataset(tmp)
+        palette = ds.manifest["palette"]["objects"]
+        for i in range(len(ds)):
+            labels = stills.token_shapes(ds.clip(i), ds.entry(i), palette).reshape(16, 16)
+            ids = {1 + common.SHAPES.index(o["shape"]) for o in ds.entry(i)["objects"]}
+            assert set(labels.flatten().tolist()) - {0} == ids, (ds.caption(i), labels)
+            for o in ds.entry(i)["objects"]:
+                # Centres in permille of the frame; a triangle's centroid lies below its centre.
+                x, y = o["start"]["x"] * 256 // 1000 // 16, o["start"]["y"] * 256 // 1000 // 16
+                want = 1 + common.SHAPES.index(o["shape"])
+                near = labels[max(y - 1, 0):y + 2, max(x - 1, 0):x + 2]
+                assert (labels[y, x] == want) or (o["shape"] == "triangle" and (near == want).any()), \
+                    (ds.caption(i), o, labels)
+            assert labels[0, 0] == 0 and labels[15, 15] == 0
+    print(f"token shapes: {len(ds)} rendered scenes labelled at their objects' centres")
 
 
 def check_score_clip():
@@ -429,3 +494,4 @@ if __name__ == "__main__":
     check_finish_probe()
     check_score_clip()
     check_tokenizer_reproduces()
+    check_token_shapes(os.environ.get("VIDAX_BIN", os.path.join(ROOT, "build", "release", "vidax")))

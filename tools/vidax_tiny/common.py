@@ -93,6 +93,12 @@ CONFIG = {
     # footprint_edge; faded with dit_obj_weight_decay like the object weight): where a circle
     # and a square differ. Tried on 2026-12-02 (docs/vidax-tiny.md).
     "dit_edge_weight": 0.0,
+    # A shape probe (stills.py train only; 0: off): a linear head on the tokens after the first
+    # dit_probe_layer blocks names the shape under each token (background, circle, square,
+    # triangle, from the renderer's scene), cross-entropy weighted like the object voxels, added
+    # to the flow-matching loss times this. Supervision of the hidden state as REPA does with a
+    # pretrained encoder's features; the head is dropped, the exported DiT is plain Wan.
+    "dit_probe_weight": 0.0, "dit_probe_layer": 2,
     "dit_frame_balance": 0,     # latent frame f weighs 1 / std_f^2 (train.py phase_dit)
     "train_shift": 3.0,         # sigma = shift u / (1 + (shift - 1) u), u ~ U(0, 1)
     # umT5 pretraining on the captions (train.py phase_t5; 0 = the fixed random encoder): heads

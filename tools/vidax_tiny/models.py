@@ -540,7 +540,9 @@ class WanDiT(nn.Module):
             bias[i, u.size(0)] = math.log(self.text_len - u.size(0))
         return ctx, bias
 
-    def forward(self, x, t, context, rope=None, ctx_bias=None):
+    def forward(self, x, t, context, rope=None, ctx_bias=None, tap=None):
+        """With tap = k (training only, stills.py's shape probe) also returns the tokens after
+        the first k blocks, [b, tokens, dim]."""
         b = x.size(0)
         x = self.patch_embedding(x)  # [b, dim, f, h, w]
         f, h, w = x.shape[2:]
@@ -549,10 +551,14 @@ class WanDiT(nn.Module):
         e = self.time_embedding(sinusoidal_embedding_1d(self.freq_dim, t))  # [b, dim]
         e0 = self.time_projection(e).unflatten(1, (6, -1))  # [b, 6, dim]
         context = self.text_embedding(context)  # [b, text_len, dim]
-        for block in self.blocks:
+        tapped = None
+        for k, block in enumerate(self.blocks):
             x = block(x, e0, context, cos, sin, ctx_bias)
+            if k + 1 == tap:
+                tapped = x
         x = self.head(x, e)  # [b, tokens, out * 4]
         pf, ph, pw = self.patch
         x = x.view(b, f, h, w, pf, ph, pw, self.out_dim)
         x = torch.einsum("bfhwpqrc->bcfphqwr", x)
-        return x.reshape(b, self.out_dim, f * pf, h * ph, w * pw)
+        x = x.reshape(b, self.out_dim, f * pf, h * ph, w * pw)
+        return x if tap is None else (x, tapped)

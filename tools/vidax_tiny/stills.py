@@ -42,7 +42,9 @@ import sys
 import tempfile
 import time
 
+import numpy as np
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import data_parallel  # noqa: E402
@@ -74,18 +76,36 @@ def encode_stills(args, out, count, seed):
         ds = SynthDataset(clips)
         vae = train.encoding_vae(args.work)
         mean, std = latent_stats(args.work)
-        zs, feet, t0 = [], [], time.time()
+        palette = ds.manifest["palette"]["objects"]
+        zs, feet, labels, t0 = [], [], [], time.time()
         for b in range(0, count, 32):
             rows = range(b, min(count, b + 32))
             x = torch.stack([torch.from_numpy(ds.video(i)) for i in rows])  # [n, 3, 1, H, W]
             with torch.no_grad():
                 zs.append((vae.encode_mu(x) - mean) / std)  # [n, 16, 1, H/8, W/8]
             feet += [torch.from_numpy(train.latent_footprint(train.object_mask(ds.clip(i)))) for i in rows]
+            labels += [torch.from_numpy(token_shapes(ds.clip(i), ds.entry(i), palette)) for i in rows]
             if (b // 32) % 32 == 31:
                 train.log(f"stills: {b + len(rows)}/{count} ({time.time() - t0:.0f} s)")
         captions = [ds.caption(i) for i in range(count)]
-    train.save_atomic({"z": torch.cat(zs), "foot": torch.stack(feet).float(), "captions": captions,
+    train.save_atomic({"z": torch.cat(zs), "foot": torch.stack(feet).float(), "shapes": torch.stack(labels),
+                       "captions": captions,
                        "layout": C["dit_layout"], "seconds": time.time() - t0}, out)
+
+
+def token_shapes(clip, entry, palette, patch=16):
+    """uint8 [1, H, W, 3] still and its manifest entry -> int64 [H/patch * W/patch], per DiT token
+    (patch x patch pixels: a 2x2 patch of latent voxels), row-major: 1 + the SHAPES index of the
+    object covering most of its pixels when that is at least a quarter of them, else 0. Object
+    pixels (train.object_mask) belong to the object of the nearest palette colour."""
+    mask = train.object_mask(clip)[0]  # [H, W]
+    rgb = np.array([palette[o["color"]] for o in entry["objects"]], np.int16)  # [objects, 3]
+    nearest = np.abs(clip[0].astype(np.int16)[:, :, None] - rgb).sum(-1).argmin(-1)  # [H, W]
+    h, w = mask.shape
+    counts = np.stack([((nearest == j) & mask).reshape(h // patch, patch, w // patch, patch).sum((1, 3))
+                       for j in range(len(rgb))])  # [objects, H/patch, W/patch]
+    ids = np.array([1 + SHAPES.index(o["shape"]) for o in entry["objects"]])
+    return np.where(counts.max(0) * 4 >= patch * patch, ids[counts.argmax(0)], 0).reshape(-1).astype(np.int64)
 
 
 def phase_data(args):
@@ -167,6 +187,25 @@ def build_dit():
     return WanDiT(**C["dit"])
 
 
+class ProbedDiT(torch.nn.Module):
+    """Training only (dit_probe_weight > 0): the DiT and a linear head that names the shape under
+    each token from the tokens after the first dit_probe_layer blocks. Its state dict holds the
+    DiT's weights under "dit." (dit_weights strips them)."""
+
+    def __init__(self, dit):
+        super().__init__()
+        self.dit = dit
+        torch.manual_seed(C["seed"] + 4)
+        self.head = torch.nn.Linear(dit.cfg["dim"], 1 + len(SHAPES))
+
+
+def dit_weights(state):
+    """A checkpoint's model or moving-average state -> the plain DiT's state dict."""
+    if not any(k.startswith("dit.") for k in state):
+        return state
+    return {k[4:]: v for k, v in state.items() if k.startswith("dit.")}
+
+
 def phase_train(args):
     os.makedirs(args.run, exist_ok=True)
     if args.procs > args.batch:
@@ -180,6 +219,11 @@ def train_stills(args, group):
     d = load_stills(os.path.join(args.work, "stills.pt"))
     z, captions = d["z"], d["captions"]  # z [N, 16, 1, h, w]
     weight = d["foot"] * C["dit_obj_weight"] + 1  # [N, 1, h, w]
+    probe_w, probe_at = C["dit_probe_weight"], C["dit_probe_layer"]
+    if probe_w and "shapes" not in d:
+        sys.exit("stills: stills.pt has no token shapes (written before the shape probe): rerun `stills.py data`")
+    if probe_w and not 1 <= probe_at <= C["dit"]["num_layers"]:
+        sys.exit(f"stills: dit_probe_layer {probe_at}: the DiT has blocks 1..{C['dit']['num_layers']}")
     if C["dit_edge_weight"]:  # the dit phase's outline band (train.footprint_edge)
         weight = weight + C["dit_edge_weight"] * train.footprint_edge(d["foot"])
     spm = os.path.join(args.work, "spiece.model")
@@ -187,6 +231,7 @@ def train_stills(args, group):
     ctx = encode_texts(t5, tokenize(spm, captions))
     (ctx_null,) = encode_texts(t5, tokenize(spm, [""]))
     dit = build_dit()
+    model = ProbedDiT(dit) if probe_w else dit
     train.log(f"stills: {len(z)} stills, DiT {sum(p.numel() for p in dit.parameters())} parameters")
     cos, sin = rope_table(1, z.shape[3] // 2, z.shape[4] // 2, dit.blocks[0].self_attn.head_dim)
     rope = (cos.float(), sin.float())
@@ -210,12 +255,23 @@ def train_stills(args, group):
         xt = (1 - s) * x0 + s * noise
         c, bias = dit.compact_context([ctx_null if drop[j] else ctx[int(idx[j])] for j in range(bsz)[sh]])
         with train.dit_autocast():  # bf16 autocast unless dit_bf16 0, as the dit phase
-            pred = dit(xt, sigma[sh] * 1000, c, rope, bias)
-        return train.shard_weighted_mse(pred, noise - x0, wt, group)
+            out = dit(xt, sigma[sh] * 1000, c, rope, bias, tap=probe_at if probe_w else None)
+        if not probe_w:
+            return train.shard_weighted_mse(out, noise - x0, wt, group)
+        pred, tokens = out  # tokens [b, L, dim]
+        mse = train.shard_weighted_mse(pred, noise - x0, wt, group)
+        shapes = d["shapes"][idx]  # [B, L]: 0 background, 1 + SHAPES index
+        tw = 1 + C["dit_obj_weight"] * (shapes > 0).float()  # object tokens weigh as object voxels
+        ce = F.cross_entropy(model.head(tokens.float()).transpose(1, 2), shapes[sh], reduction="none")
+        ce = (ce * tw[sh]).mean() / tw.mean() * group.share(bsz)
+        if group.main and k % 50 == 0:
+            train.log(f"stills step {k}: flow-matching {float(mse) / group.share(bsz):.4f}, "
+                      f"shape probe {float(ce) / group.share(bsz):.4f} (this process's rows)")
+        return mse + probe_w * ce
 
     def evaluate(k):
         # The trained weights, and with dit_ema their moving average (what train.py exports).
-        kinds = [("raw", dit.state_dict())] + ([("ema", tr.ema)] if tr.ema is not None else [])
+        kinds = [("raw", dit.state_dict())] + ([("ema", dit_weights(tr.ema))] if tr.ema is not None else [])
         scored = copy.deepcopy(dit)
         for name, weights in kinds:
             scored.load_state_dict(weights)
@@ -224,7 +280,7 @@ def train_stills(args, group):
             report(f"stills: step {k}, {name} weights, generated from noise", counts, lines,
                    os.path.join(args.run, f"score_{k}_{name}.txt"))
 
-    tr = train.Trainer("stills", args.run, dit, C["dit_lr"], ema=C["dit_ema"], group=group)
+    tr = train.Trainer("stills", args.run, model, C["dit_lr"], ema=C["dit_ema"], group=group)
     tr.run(args.steps, lambda k: train.lr_at(k, args.steps, C["dit_lr"], C["dit_warmup"]), step,
            every=(args.every, evaluate) if args.every else None)
     if group.main:
@@ -249,7 +305,7 @@ def checkpoint_dit(args):
     ck = torch.load(args.ckpt)
     if args.ema and ck.get("ema") is None:
         sys.exit(f"stills: {args.ckpt} has no moving average (its run had dit_ema 0): drop --ema")
-    dit.load_state_dict(ck["ema"] if args.ema else ck["model"])
+    dit.load_state_dict(dit_weights(ck["ema"] if args.ema else ck["model"]))
     return dit.eval()
 
 
@@ -303,7 +359,7 @@ def phase_strip(args):
     dit = build_dit()
     rows = [g.round_trips(args.columns)]
     for weights in [ck["model"]] + ([ck["ema"]] if ck.get("ema") is not None else []):
-        dit.load_state_dict(weights)
+        dit.load_state_dict(dit_weights(weights))
         rows.append(g.frames(dit.eval(), args.columns))
     write_strip(rows, args.out)
     train.log(f"stills: {args.out}: {len(rows)} rows of {args.columns} (step {ck['step']})")
