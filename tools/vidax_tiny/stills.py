@@ -14,7 +14,8 @@ causal VAE encodes a one-frame clip as it encodes a clip's first frame. So:
     stills.py train WORK RUN [--score-clip BIN] [--steps 3000] [--every 500] [--batch 16] [--procs N]
         a fresh DiT (CONFIG["dit"], --set dit.dim=256 ... to change it) trained on the stills
         alone, as train.py's dit phase trains (flow matching, shift, object and outline weights
-        and their decay, CFG drop, the lr schedule), resumable; every E steps the held-out
+        and their decay, CFG drop, the lr schedule; with dit_probe_weight a training-only
+        shape probe on the tokens, ProbedDiT), resumable; every E steps the held-out
         captions are generated from noise and scored (with dit_ema, the average too) ->
         RUN/stills_ckpt.pt, RUN/stills_loss.csv, RUN/score_STEP_{raw,ema}.txt
     stills.py score WORK [RUN/stills_ckpt.pt [--ema] | --ground-truth] --score-clip BIN
