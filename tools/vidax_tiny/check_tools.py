@@ -27,11 +27,14 @@
    and the "fills:" list that `stills.py words` reads;
 9. the tokenizer phase writes the same spiece.model in two different working folders;
 10. stills.py's shape probe (`dit_probe_weight`): the token labels name each object's shape at
-   its centre on rendered scenes, and the probe adds its cross-entropy to the same batch's
+   its centre on rendered scenes, the 4x4-pixel cell labels (`dit_probe_cells` 4) fill a lone
+   square's, circle's and triangle's bounding boxes as those shapes do and map onto the tokens
+   row-major, `stills.py labels` writes the same cell labels as `data` and refuses a wrong
+   seed, and the probe (per token or per cell) adds its cross-entropy to the same batch's
    flow-matching loss without changing the DiT's output.
 
-Exits 77 (CTest: skipped) when torch is not installed (CI installs it only with
-VIDAX_WITH_TORCH=1, scripts/setup). The vidax binary (for `vidax synth`) is $VIDAX_BIN, set by
+Exits 77 (CTest: skipped) when torch is not installed (scripts/test, what CI runs, installs
+it; scripts/setup only with VIDAX_WITH_TORCH=1). The vidax binary (for `vidax synth`) is $VIDAX_BIN, set by
 CTest, else build/release/vidax.
 """
 import os
@@ -339,12 +342,12 @@ def check_stills(work, vidax):
     # raw weights, their average: dit_ema 0.9 here) of 64x64 frames at half size.
     size = struct.unpack(">II", head[16:24])
     assert head[:8] == b"\x89PNG\r\n\x1a\n" and size == (96, 96), (head[:8], size)
-    check_shape_probe_run(work, ck)
+    check_shape_probe_run(work, ck, vidax)
     print(f"stills: still latents equal the clips' first latent frames (gap {gap:.1e}); "
           f"3 training steps, {len(frames)} held-out captions generated, strip {size[0]}x{size[1]}")
 
 
-def check_shape_probe_run(work, ck):
+def check_shape_probe_run(work, ck, vidax):
     """dit_probe_weight w on check_stills' WORK: the same init and first batch as its plain run
     (ck), so the first loss is the plain run's plus w times the probe's cross-entropy, which
     starts near ln 4 (a fresh linear head over 4 classes); the checkpoint holds the head, and
@@ -366,6 +369,28 @@ def check_shape_probe_run(work, ck):
     ce = (probed["losses"][0][1] - ck["losses"][0][1]) / 2.0
     assert 0.7 < ce < 2.5, f"shape probe: first cross-entropy {ce}, expected near ln 4 = 1.39"
     assert {"head.weight", "head.bias"} <= set(probed["model"]), sorted(probed["model"])[:4]
+    # Per cell (dit_probe_cells 4): the labels `data` wrote come back from `labels`, and a fresh
+    # head over 4 classes per cell starts near ln 4 too.
+    cells = d["cell_shapes"]
+    assert cells.shape == (3, 16, 16) and cells.dtype == torch.uint8, cells.shape
+    stills.phase_labels(argparse.Namespace(work=work, vidax=vidax, seed=common.CONFIG["data_seed"]))
+    assert torch.equal(torch.load(os.path.join(work, "stills.pt"))["cell_shapes"], cells)
+    try:
+        stills.phase_labels(argparse.Namespace(work=work, vidax=vidax, seed=common.CONFIG["data_seed"] + 1))
+        raise AssertionError("stills labels: a wrong --seed was accepted")
+    except SystemExit as e:
+        assert "pass the --seed of its `data` run" in str(e), e
+    run4 = os.path.join(work, "stills_run_probe_cells")
+    common.CONFIG.update(dit_probe_weight=2.0, dit_probe_layer=1, dit_probe_cells=4)
+    try:
+        stills.phase_train(argparse.Namespace(work=work, run=run4, steps=1, every=0, batch=2, procs=1))
+    finally:
+        common.CONFIG.clear()
+        common.CONFIG.update(saved)
+    probed4 = torch.load(os.path.join(run4, "stills_ckpt.pt"))
+    ce4 = (probed4["losses"][0][1] - ck["losses"][0][1]) / 2.0
+    assert 0.7 < ce4 < 2.5, f"shape probe per cell: first cross-entropy {ce4}, expected near ln 4 = 1.39"
+    assert probed4["model"]["head.weight"].shape[0] == 4 * 16, probed4["model"]["head.weight"].shape
     dit = stills.build_dit()
     dit.load_state_dict(stills.dit_weights(probed["model"]))  # strict: exactly the DiT's keys
     assert stills.dit_weights(ck["model"]) is ck["model"]
@@ -375,21 +400,24 @@ def check_shape_probe_run(work, ck):
         plain = dit(x, torch.tensor([500.0]), ctx, None, bias)
         out, tokens = dit(x, torch.tensor([500.0]), ctx, None, bias, tap=2)
     assert torch.equal(plain, out) and tokens.shape == (1, 16, common.CONFIG["dit"]["dim"]), tokens.shape
-    print(f"shape probe: first step adds cross-entropy {ce:.3f} to the flow-matching loss")
+    print(f"shape probe: first step adds cross-entropy {ce:.3f} per token, {ce4:.3f} per cell, "
+          f"to the flow-matching loss")
 
 
 def check_token_shapes(vidax):
     """stills.token_shapes on rendered 256x256 scenes of the large layout: the token under each
     object's centre names its shape, the labels name no shape the scene lacks, and the corner
     tokens are background."""
+    import numpy as np
     import stills
     from dataset import SynthDataset
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([vidax, "--threads", "1", "synth", "--out", tmp, "--count", "12", "--seed", "5000000",
+        subprocess.run([vidax, "--threads", "1", "synth", "--out", tmp, "--count", "24", "--seed", "5000000",
                         "--size", "256x256", "--frames", "1", "--layout", "large"], check=True,
                        stdout=subprocess.DEVNULL)
         ds = SynthDataset(tmp)
         palette = ds.manifest["palette"]["objects"]
+        fills = {}
         for i in range(len(ds)):
             labels = stills.token_shapes(ds.clip(i), ds.entry(i), palette).reshape(16, 16)
             ids = {1 + common.SHAPES.index(o["shape"]) for o in ds.entry(i)["objects"]}
@@ -402,7 +430,21 @@ def check_token_shapes(vidax):
                 assert (labels[y, x] == want) or (o["shape"] == "triangle" and (near == want).any()), \
                     (ds.caption(i), o, labels)
             assert labels[0, 0] == 0 and labels[15, 15] == 0
-    print(f"token shapes: {len(ds)} rendered scenes labelled at their objects' centres")
+            # Cells: a lone object's cells fill their bounding box as the shape fills its own.
+            grid = stills.cell_shapes(ds.clip(i), ds.entry(i), palette)  # [64, 64]
+            assert set(grid.flatten().tolist()) - {0} == ids, (ds.caption(i), grid)
+            if len(ds.entry(i)["objects"]) == 1:
+                ys, xs = np.nonzero(grid)
+                fill = len(ys) / ((ys.max() - ys.min() + 1) * (xs.max() - xs.min() + 1))
+                fills.setdefault(ds.entry(i)["objects"][0]["shape"], []).append(fill)
+        assert len(fills) == 3, f"want a lone object of every shape among the scenes: {fills}"
+        assert min(fills["square"]) > 0.85 and all(0.6 < f < 0.85 for f in fills["circle"]) and \
+            max(fills["triangle"]) < 0.6, fills
+        # token_cells: token (0, 1) of an 8x8-cell grid is rows 0..3, columns 4..7, row-major.
+        per_token = stills.token_cells(torch.arange(64, dtype=torch.uint8).view(1, 8, 8), 4)
+        assert per_token.shape == (1, 4, 16) and per_token[0, 1, 5] == 1 * 8 + 5 and per_token[0, 2, 0] == 32
+    print(f"token shapes: {len(ds)} rendered scenes labelled at their objects' centres; lone objects' "
+          f"cell fills " + ", ".join(f"{k} {min(v):.2f}-{max(v):.2f}" for k, v in sorted(fills.items())))
 
 
 def check_score_clip():

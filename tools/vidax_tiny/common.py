@@ -99,6 +99,9 @@ CONFIG = {
     # to the flow-matching loss times this. Supervision of the hidden state as REPA does with a
     # pretrained encoder's features; the head is dropped, the exported DiT is plain Wan.
     "dit_probe_weight": 0.0, "dit_probe_layer": 2,
+    # 4: the probe names the shape in each of the token's 4x4 cells of 4x4 pixels instead (a
+    # square's corner cells are square, a circle's background: the difference the DiT misses).
+    "dit_probe_cells": 1,
     "dit_frame_balance": 0,     # latent frame f weighs 1 / std_f^2 (train.py phase_dit)
     "train_shift": 3.0,         # sigma = shift u / (1 + (shift - 1) u), u ~ U(0, 1)
     # umT5 pretraining on the captions (train.py phase_t5; 0 = the fixed random encoder): heads

@@ -11,11 +11,14 @@ causal VAE encodes a one-frame clip as it encodes a clip's first frame. So:
         `vidax synth --frames 1` scenes in the DiT's layout, encoded by WORK's VAE (vae_path) and
         normalised with WORK/latents.pt's statistics -> WORK/stills.pt; 24 held-out scenes
         (seeds 6,000,000+) -> WORK/stills_heldout.pt
+    stills.py labels WORK [--seed 5000000]
+        renders WORK/stills.pt's scenes again and adds the shape probe's labels per 4x4-pixel
+        cell (dit_probe_cells 4) to a stills.pt written before them, without encoding again
     stills.py train WORK RUN [--score-clip BIN] [--steps 3000] [--every 500] [--batch 16] [--procs N]
         a fresh DiT (CONFIG["dit"], --set dit.dim=256 ... to change it) trained on the stills
         alone, as train.py's dit phase trains (flow matching, shift, object and outline weights
         and their decay, CFG drop, the lr schedule; with dit_probe_weight a training-only
-        shape probe on the tokens, ProbedDiT), resumable; every E steps the held-out
+        shape probe on the tokens or their cells, ProbedDiT), resumable; every E steps the held-out
         captions are generated from noise and scored (with dit_ema, the average too) ->
         RUN/stills_ckpt.pt, RUN/stills_loss.csv, RUN/score_STEP_{raw,ema}.txt
     stills.py score WORK [RUN/stills_ckpt.pt [--ema] | --ground-truth] --score-clip BIN
@@ -78,7 +81,7 @@ def encode_stills(args, out, count, seed):
         vae = train.encoding_vae(args.work)
         mean, std = latent_stats(args.work)
         palette = ds.manifest["palette"]["objects"]
-        zs, feet, labels, t0 = [], [], [], time.time()
+        zs, feet, labels, cells, t0 = [], [], [], [], time.time()
         for b in range(0, count, 32):
             rows = range(b, min(count, b + 32))
             x = torch.stack([torch.from_numpy(ds.video(i)) for i in rows])  # [n, 3, 1, H, W]
@@ -86,11 +89,12 @@ def encode_stills(args, out, count, seed):
                 zs.append((vae.encode_mu(x) - mean) / std)  # [n, 16, 1, H/8, W/8]
             feet += [torch.from_numpy(train.latent_footprint(train.object_mask(ds.clip(i)))) for i in rows]
             labels += [torch.from_numpy(token_shapes(ds.clip(i), ds.entry(i), palette)) for i in rows]
+            cells += [torch.from_numpy(cell_shapes(ds.clip(i), ds.entry(i), palette)) for i in rows]
             if (b // 32) % 32 == 31:
                 train.log(f"stills: {b + len(rows)}/{count} ({time.time() - t0:.0f} s)")
         captions = [ds.caption(i) for i in range(count)]
     train.save_atomic({"z": torch.cat(zs), "foot": torch.stack(feet).float(), "shapes": torch.stack(labels),
-                       "captions": captions,
+                       "cell_shapes": torch.stack(cells), "captions": captions,
                        "layout": C["dit_layout"], "seconds": time.time() - t0}, out)
 
 
@@ -107,6 +111,44 @@ def token_shapes(clip, entry, palette, patch=16):
                        for j in range(len(rgb))])  # [objects, H/patch, W/patch]
     ids = np.array([1 + SHAPES.index(o["shape"]) for o in entry["objects"]])
     return np.where(counts.max(0) * 4 >= patch * patch, ids[counts.argmax(0)], 0).reshape(-1).astype(np.int64)
+
+
+def cell_shapes(clip, entry, palette):
+    """token_shapes' rule per 4x4-pixel cell -> uint8 [H/4, W/4] (the dit_probe_cells 4 labels)."""
+    h, w = clip.shape[1:3]
+    return token_shapes(clip, entry, palette, patch=4).reshape(h // 4, w // 4).astype(np.uint8)
+
+
+def token_cells(grid, cells):
+    """uint8 [B, H/4, W/4] cell labels -> int64 [B, L, cells * cells]: each DiT token's (16x16
+    pixels, row-major like the tokens) 4x4 cells, row-major; `cells` must be 4."""
+    b, h, w = grid.shape
+    g = grid.view(b, h // cells, cells, w // cells, cells).permute(0, 1, 3, 2, 4)  # [B, h/4, w/4, 4, 4]
+    return g.reshape(b, (h // cells) * (w // cells), cells * cells).long()
+
+
+def phase_labels(args):
+    """Adds "cell_shapes" to WORK/stills.pt: its scenes rendered again (vidax synth from --seed,
+    in chunks), their captions checked against the stored ones so that rows cannot shift."""
+    path = os.path.join(args.work, "stills.pt")
+    d = load_stills(path)
+    count, grids, t0 = len(d["captions"]), [], time.time()
+    for b in range(0, count, 1024):
+        n = min(1024, count - b)
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run([args.vidax, "--threads", "1", "synth", "--out", tmp, "--count", str(n),
+                            "--seed", str(args.seed + b), "--size", f"{C['size']}x{C['size']}", "--frames", "1",
+                            "--layout", C["dit_layout"]], check=True, stdout=subprocess.DEVNULL)
+            ds = SynthDataset(tmp)
+            palette = ds.manifest["palette"]["objects"]
+            for i in range(n):
+                if ds.caption(i) != d["captions"][b + i]:
+                    sys.exit(f"stills labels: {path} row {b + i} is \"{d['captions'][b + i]}\", seed "
+                             f"{args.seed + b + i} renders \"{ds.caption(i)}\": pass the --seed of its `data` run")
+                grids.append(torch.from_numpy(cell_shapes(ds.clip(i), ds.entry(i), palette)))
+        train.log(f"stills labels: {b + n}/{count} ({time.time() - t0:.0f} s)")
+    d["cell_shapes"] = torch.stack(grids)
+    train.save_atomic(d, path)
 
 
 def phase_data(args):
@@ -197,7 +239,7 @@ class ProbedDiT(torch.nn.Module):
         super().__init__()
         self.dit = dit
         torch.manual_seed(C["seed"] + 4)
-        self.head = torch.nn.Linear(dit.cfg["dim"], 1 + len(SHAPES))
+        self.head = torch.nn.Linear(dit.cfg["dim"], (1 + len(SHAPES)) * C["dit_probe_cells"] ** 2)
 
 
 def dit_weights(state):
@@ -220,9 +262,15 @@ def train_stills(args, group):
     d = load_stills(os.path.join(args.work, "stills.pt"))
     z, captions = d["z"], d["captions"]  # z [N, 16, 1, h, w]
     weight = d["foot"] * C["dit_obj_weight"] + 1  # [N, 1, h, w]
-    probe_w, probe_at = C["dit_probe_weight"], C["dit_probe_layer"]
+    probe_w, probe_at, cells = C["dit_probe_weight"], C["dit_probe_layer"], C["dit_probe_cells"]
     if probe_w and "shapes" not in d:
         sys.exit("stills: stills.pt has no token shapes (written before the shape probe): rerun `stills.py data`")
+    if cells not in (1, 4):
+        sys.exit(f"stills: dit_probe_cells {cells}: 1 (one label per token) or 4 (4x4 cells per token)")
+    if probe_w and cells == 4 and "cell_shapes" not in d:
+        sys.exit("stills: stills.pt has no cell labels (written before dit_probe_cells): run `stills.py labels WORK`")
+    # 0 background, 1 + SHAPES index: int64 [N, L] per token, or uint8 [N, H/4, W/4] per cell
+    labels = (d["shapes"] if cells == 1 else d["cell_shapes"]) if probe_w else None
     if probe_w and not 1 <= probe_at <= C["dit"]["num_layers"]:
         sys.exit(f"stills: dit_probe_layer {probe_at}: the DiT has blocks 1..{C['dit']['num_layers']}")
     if C["dit_edge_weight"]:  # the dit phase's outline band (train.footprint_edge)
@@ -261,9 +309,11 @@ def train_stills(args, group):
             return train.shard_weighted_mse(out, noise - x0, wt, group)
         pred, tokens = out  # tokens [b, L, dim]
         mse = train.shard_weighted_mse(pred, noise - x0, wt, group)
-        shapes = d["shapes"][idx]  # [B, L]: 0 background, 1 + SHAPES index
-        tw = 1 + C["dit_obj_weight"] * (shapes > 0).float()  # object tokens weigh as object voxels
-        ce = F.cross_entropy(model.head(tokens.float()).transpose(1, 2), shapes[sh], reduction="none")
+        shapes = labels[idx] if cells == 1 else token_cells(labels[idx], 4)  # [B, L] or [B, L, 16]
+        tw = 1 + C["dit_obj_weight"] * (shapes > 0).float()  # object tokens (cells) weigh as object voxels
+        logits = model.head(tokens.float())  # [b, L, 4 * cells^2]
+        logits = logits.view(*shapes[sh].shape, 1 + len(SHAPES)).movedim(-1, 1)  # [b, 4, L(, 16)]
+        ce = F.cross_entropy(logits, shapes[sh], reduction="none")
         ce = (ce * tw[sh]).mean() / tw.mean() * group.share(bsz)
         if group.main and k % 50 == 0:
             train.log(f"stills step {k}: flow-matching {float(mse) / group.share(bsz):.4f}, "
@@ -368,13 +418,13 @@ def phase_strip(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("data", "train", "score", "strip", "words"))
+    ap.add_argument("what", choices=("data", "labels", "train", "score", "strip", "words"))
     ap.add_argument("work")
     ap.add_argument("run", nargs="?", help="train: the run's folder; score, strip, words: a stills_ckpt.pt")
     ap.add_argument("--vidax", default="build/release/vidax")
     ap.add_argument("--score-clip", default="build/vidax-tiny-score/score_clip")
     ap.add_argument("--count", type=int, default=8192, help="data: training stills")
-    ap.add_argument("--seed", type=int, default=5000000, help="data: seed of the first training still")
+    ap.add_argument("--seed", type=int, default=5000000, help="data, labels: seed of the first training still")
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--every", type=int, default=500, help="train: score every this many steps (0: never)")
     ap.add_argument("--batch", type=int, default=16)
@@ -402,7 +452,7 @@ def main():
         ap.error("--count, --steps, --batch and --procs must be positive, --every at least 0")
     apply_overrides(args.set)
     torch.set_num_threads(C["threads"])
-    {"data": phase_data, "train": phase_train, "score": phase_score, "strip": phase_strip,
+    {"data": phase_data, "labels": phase_labels, "train": phase_train, "score": phase_score, "strip": phase_strip,
      "words": phase_words}[args.what](args)
 
 

@@ -214,10 +214,11 @@ class Trainer:
             if self.step % 10 == 0:
                 recent = np.mean([l[1] for l in self.losses[-10:]])
                 log(f"{self.name} step {self.step}/{total} loss {recent:.4f} ({self.seconds:.0f} s)")
-            if time.time() - last_save > CKPT_SECONDS or self.step == total:
-                self.save()
+            scored = every and (self.step % every[0] == 0 or self.step == total)
+            if time.time() - last_save > CKPT_SECONDS or self.step == total or scored:
+                self.save()  # a scored step is also saved, so that its weights can be studied again
                 last_save = time.time()
-            if every and (self.step % every[0] == 0 or self.step == total):
+            if scored:
                 every[1](self.step)
 
 
