@@ -101,6 +101,8 @@ CONFIG = {
     "dit_probe_weight": 0.0, "dit_probe_layer": 2,
     # 4: the probe names the shape in each of the token's 4x4 cells of 4x4 pixels instead (a
     # square's corner cells are square, a circle's background: the difference the DiT misses).
+    # Run Q1 (2026-12-03, docs/vidax-tiny.md): triangles as soon as per token, colours kept,
+    # still no squares at 160,000 stills.
     "dit_probe_cells": 1,
     "dit_frame_balance": 0,     # latent frame f weighs 1 / std_f^2 (train.py phase_dit)
     "train_shift": 3.0,         # sigma = shift u / (1 + (shift - 1) u), u ~ U(0, 1)
