@@ -357,16 +357,20 @@ def check_shape_probe_run(work, ck, vidax):
     d = torch.load(os.path.join(work, "stills.pt"))
     assert d["shapes"].shape == (3, 16) and d["shapes"].dtype == torch.int64, d["shapes"].shape  # 64x64: 4x4 tokens
     assert int(d["shapes"].min()) >= 0 and int(d["shapes"].max()) <= 3
-    run = os.path.join(work, "stills_run_probe")
-    saved = dict(common.CONFIG)
-    common.CONFIG.update(dit_probe_weight=2.0, dit_probe_layer=1)
-    try:
-        stills.phase_train(argparse.Namespace(work=work, run=run, steps=1, every=0, batch=2, procs=1))
-    finally:
-        common.CONFIG.clear()
-        common.CONFIG.update(saved)
-    probed = torch.load(os.path.join(run, "stills_ckpt.pt"))
-    ce = (probed["losses"][0][1] - ck["losses"][0][1]) / 2.0
+
+    def probe_step(name, **settings):
+        """One probed step (weight 2 at block 1) -> its checkpoint and the probe's cross-entropy."""
+        run, saved = os.path.join(work, name), dict(common.CONFIG)
+        common.CONFIG.update(dit_probe_weight=2.0, dit_probe_layer=1, **settings)
+        try:
+            stills.phase_train(argparse.Namespace(work=work, run=run, steps=1, every=0, batch=2, procs=1))
+        finally:
+            common.CONFIG.clear()
+            common.CONFIG.update(saved)
+        probed = torch.load(os.path.join(run, "stills_ckpt.pt"))
+        return probed, (probed["losses"][0][1] - ck["losses"][0][1]) / 2.0
+
+    probed, ce = probe_step("stills_run_probe")
     assert 0.7 < ce < 2.5, f"shape probe: first cross-entropy {ce}, expected near ln 4 = 1.39"
     assert {"head.weight", "head.bias"} <= set(probed["model"]), sorted(probed["model"])[:4]
     # Per cell (dit_probe_cells 4): the labels `data` wrote come back from `labels`, and a fresh
@@ -380,15 +384,7 @@ def check_shape_probe_run(work, ck, vidax):
         raise AssertionError("stills labels: a wrong --seed was accepted")
     except SystemExit as e:
         assert "pass the --seed of its `data` run" in str(e), e
-    run4 = os.path.join(work, "stills_run_probe_cells")
-    common.CONFIG.update(dit_probe_weight=2.0, dit_probe_layer=1, dit_probe_cells=4)
-    try:
-        stills.phase_train(argparse.Namespace(work=work, run=run4, steps=1, every=0, batch=2, procs=1))
-    finally:
-        common.CONFIG.clear()
-        common.CONFIG.update(saved)
-    probed4 = torch.load(os.path.join(run4, "stills_ckpt.pt"))
-    ce4 = (probed4["losses"][0][1] - ck["losses"][0][1]) / 2.0
+    probed4, ce4 = probe_step("stills_run_probe_cells", dit_probe_cells=4)
     assert 0.7 < ce4 < 2.5, f"shape probe per cell: first cross-entropy {ce4}, expected near ln 4 = 1.39"
     assert probed4["model"]["head.weight"].shape[0] == 4 * 16, probed4["model"]["head.weight"].shape
     dit = stills.build_dit()
