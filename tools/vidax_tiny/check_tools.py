@@ -34,8 +34,8 @@
    flow-matching loss without changing the DiT's output.
 
 Exits 77 (CTest: skipped) when torch is not installed (scripts/test, what CI runs, installs
-it; scripts/setup only with VIDAX_WITH_TORCH=1). The vidax binary (for `vidax synth`) is $VIDAX_BIN, set by
-CTest, else build/release/vidax.
+it; scripts/setup only with VIDAX_WITH_TORCH=1). The vidax binary (for `vidax synth`) is
+$VIDAX_BIN, set by CTest, else build/release/vidax.
 """
 import os
 import struct
@@ -437,7 +437,7 @@ def check_token_shapes(vidax):
         assert min(fills["square"]) > 0.85 and all(0.6 < f < 0.85 for f in fills["circle"]) and \
             max(fills["triangle"]) < 0.6, fills
         # token_cells: token (0, 1) of an 8x8-cell grid is rows 0..3, columns 4..7, row-major.
-        per_token = stills.token_cells(torch.arange(64, dtype=torch.uint8).view(1, 8, 8), 4)
+        per_token = stills.token_cells(torch.arange(64, dtype=torch.uint8).view(1, 8, 8))
         assert per_token.shape == (1, 4, 16) and per_token[0, 1, 5] == 1 * 8 + 5 and per_token[0, 2, 0] == 32
     print(f"token shapes: {len(ds)} rendered scenes labelled at their objects' centres; lone objects' "
           f"cell fills " + ", ".join(f"{k} {min(v):.2f}-{max(v):.2f}" for k, v in sorted(fills.items())))

@@ -119,12 +119,12 @@ def cell_shapes(clip, entry, palette):
     return token_shapes(clip, entry, palette, patch=4).reshape(h // 4, w // 4).astype(np.uint8)
 
 
-def token_cells(grid, cells):
-    """uint8 [B, H/4, W/4] cell labels -> int64 [B, L, cells * cells]: each DiT token's (16x16
-    pixels, row-major like the tokens) 4x4 cells, row-major; `cells` must be 4."""
+def token_cells(grid):
+    """uint8 [B, H/4, W/4] cell labels -> int64 [B, L, 16]: each DiT token's (16x16 pixels,
+    row-major like the tokens) 4x4 cells, row-major."""
     b, h, w = grid.shape
-    g = grid.view(b, h // cells, cells, w // cells, cells).permute(0, 1, 3, 2, 4)  # [B, h/4, w/4, 4, 4]
-    return g.reshape(b, (h // cells) * (w // cells), cells * cells).long()
+    g = grid.view(b, h // 4, 4, w // 4, 4).permute(0, 1, 3, 2, 4)  # [B, H/16, W/16, 4, 4]
+    return g.reshape(b, (h // 4) * (w // 4), 16).long()
 
 
 def phase_labels(args):
@@ -309,7 +309,7 @@ def train_stills(args, group):
             return train.shard_weighted_mse(out, noise - x0, wt, group)
         pred, tokens = out  # tokens [b, L, dim]
         mse = train.shard_weighted_mse(pred, noise - x0, wt, group)
-        shapes = labels[idx] if cells == 1 else token_cells(labels[idx], 4)  # [B, L] or [B, L, 16]
+        shapes = labels[idx] if cells == 1 else token_cells(labels[idx])  # [B, L] or [B, L, 16]
         tw = 1 + C["dit_obj_weight"] * (shapes > 0).float()  # object tokens (cells) weigh as object voxels
         logits = model.head(tokens.float())  # [b, L, 4 * cells^2]
         logits = logits.view(*shapes[sh].shape, 1 + len(SHAPES)).movedim(-1, 1)  # [b, 4, L(, 16)]
