@@ -31,7 +31,11 @@
    square's, circle's and triangle's bounding boxes as those shapes do and map onto the tokens
    row-major, `stills.py labels` writes the same cell labels as `data` and refuses a wrong
    seed, and the probe (per token or per cell) adds its cross-entropy to the same batch's
-   flow-matching loss without changing the DiT's output.
+   flow-matching loss without changing the DiT's output;
+11. `models.gelu_form` (CONFIG dit_train_gelu "erf", a training speed-up) switches the DiT's
+   GELUs to the erf form inside its block only (restored after it, also on an exception; the
+   backward is the erf form's), moves the shipped DiT's output a little, and unknown forms are
+   refused.
 
 Exits 77 (CTest: skipped) when torch is not installed (scripts/test, what CI runs, installs
 it; scripts/setup only with VIDAX_WITH_TORCH=1). The vidax binary (for `vidax synth`) is
@@ -89,6 +93,57 @@ def check_parity_file():
         err = float(((x - y).abs() - tol * y.abs()).max()) if x.numel() else 0.0
         assert err <= tol, f"{name}: differs from the committed file by {err:.3g} (tolerance {tol})"
     print(f"parity file: {len(a)} tensors reproduced")
+
+
+def check_gelu_form():
+    import train  # noqa: E402
+    from exported import load_exported
+    from models import gelu_form
+    _, dit, _ = load_exported(os.path.join(ROOT, "models", "vidax-tiny"))
+    gen = torch.Generator().manual_seed(0)
+    x, ctx = torch.randn(1, 16, 1, 8, 8, generator=gen), torch.randn(1, 12, 64, generator=gen)
+    t = torch.tensor([600.0])
+    with torch.no_grad():
+        tanh = dit(x, t, ctx)
+        with gelu_form(dit, "erf"):
+            erf = dit(x, t, ctx)
+        again = dit(x, t, ctx)
+    gelus = [m for m in dit.modules() if isinstance(m, torch.nn.GELU)]
+    assert len(gelus) == 5 and all(m.approximate == "tanh" for m in gelus), [m.approximate for m in gelus]
+    assert torch.equal(again, tanh), "gelu_form did not restore the tanh GELU"
+    diff = float((erf - tanh).abs().max())
+    # The forms differ by at most 4.7e-4 per activation: the output moves, a little.
+    assert 0 < diff < 1e-2 * float(tanh.abs().max()), (diff, float(tanh.abs().max()))
+    try:
+        with gelu_form(dit, "erf"):
+            raise KeyError("inside")
+    except KeyError:
+        pass
+    assert all(m.approximate == "tanh" for m in gelus), "gelu_form did not restore after an exception"
+    try:
+        with gelu_form(dit, "relu"):
+            pass
+        raise AssertionError("gelu_form accepted 'relu'")
+    except ValueError:
+        pass
+    # Autograd keeps the form of the forward: a backward after the block is the erf one's.
+    m, z = torch.nn.GELU(approximate="tanh"), torch.linspace(-4, 4, 101, dtype=torch.float64, requires_grad=True)
+    with gelu_form(m, "erf"):
+        y = m(z)
+    y.sum().backward()
+    exact = torch.special.ndtr(z.detach()) + z.detach() * torch.exp(-z.detach() ** 2 / 2) / (2 * torch.pi) ** 0.5
+    assert float((z.grad - exact).abs().max()) < 1e-12, float((z.grad - exact).abs().max())
+    saved = common.CONFIG["dit_train_gelu"]
+    common.CONFIG["dit_train_gelu"] = "sigmoid"
+    try:
+        with train.dit_training_forward(dit):
+            pass
+        raise AssertionError("dit_training_forward accepted dit_train_gelu 'sigmoid'")
+    except SystemExit as e:
+        assert "dit_train_gelu" in str(e), e
+    finally:
+        common.CONFIG["dit_train_gelu"] = saved
+    print(f"gelu_form: the erf form moves the shipped DiT's output by {diff:.2e}, tanh restored, erf backward")
 
 
 def check_ema():
@@ -525,6 +580,7 @@ if __name__ == "__main__":
     torch.set_num_threads(1)
     check_overrides()
     check_parity_file()
+    check_gelu_form()
     check_ema()
     check_image_steps()
     check_dit_phase()

@@ -13,6 +13,7 @@ Differences from the official code are in how things are evaluated, not in what 
 - RoPE uses a float64 real rotation instead of complex128 (the same products and sums);
 - attention is a plain softmax(q k^T / sqrt(d)) v (torch 1.13 has no fused attention).
 """
+import contextlib
 import math
 
 import torch
@@ -409,6 +410,23 @@ class WanRMSNorm(nn.Module):
 
     def forward(self, x):
         return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight
+
+
+@contextlib.contextmanager
+def gelu_form(model, form):
+    """Within the block, the model's GELUs compute `form`: "tanh" (Wan's, what every module here
+    is built with) or "erf" (training only, CONFIG dit_train_gelu). The tanh form is restored on
+    exit, also on an exception; autograd keeps the form a forward used for its backward."""
+    if form not in ("tanh", "erf"):
+        raise ValueError(f"GELU form {form!r}: tanh or erf")
+    gelus = [m for m in model.modules() if isinstance(m, nn.GELU)]
+    for m in gelus:
+        m.approximate = "tanh" if form == "tanh" else "none"
+    try:
+        yield
+    finally:
+        for m in gelus:
+            m.approximate = "tanh"
 
 
 class WanLayerNorm(nn.LayerNorm):

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Can a DiT recipe draw the caption's shapes at all? A fast loop on still images
-(docs/vidax-tiny.md, "Can the DiT draw shapes at all? Stills").
+(docs/vidax-tiny.md, "Stills: can the DiT draw shapes at all?").
 
 Every video run here ends with soft blobs for objects (0-4% on `vidax eval`), and a video run
 costs hours. A still (one latent frame, 256 tokens at 256x256) costs a fifth of a clip per
@@ -303,7 +303,7 @@ def train_stills(args, group):
         x0, noise, s = x0[sh], noise[sh], s[sh]
         xt = (1 - s) * x0 + s * noise
         c, bias = dit.compact_context([ctx_null if drop[j] else ctx[int(idx[j])] for j in range(bsz)[sh]])
-        with train.dit_autocast():  # bf16 autocast unless dit_bf16 0, as the dit phase
+        with train.dit_training_forward(dit):  # as the dit phase: bf16 autocast, dit_train_gelu
             out = dit(xt, sigma[sh] * 1000, c, rope, bias, tap=probe_at if probe_w else None)
         if not probe_w:
             return train.shard_weighted_mse(out, noise - x0, wt, group)

@@ -21,6 +21,7 @@ and sigmas from a generator seeded by (seed, step), so a resumed run is the same
 per second with 2 on this 2-core machine; the same run up to float order, data_parallel.py).
 """
 import argparse
+import contextlib
 import csv
 import json
 import math
@@ -40,7 +41,7 @@ import data_parallel  # noqa: E402
 from common import (CONFIG, apply_overrides, encode_texts, encode_texts_train, make_t5, tokenize,  # noqa: E402
                     write_safetensors)
 from dataset import SynthDataset, to_model  # noqa: E402
-from models import WanDiT, WanVAE, fold_latent_stats, init_vae_for_training, rope_table  # noqa: E402
+from models import WanDiT, WanVAE, fold_latent_stats, gelu_form, init_vae_for_training, rope_table  # noqa: E402
 
 C = CONFIG
 CKPT_SECONDS = 120  # checkpoint cadence (does not change the result)
@@ -129,6 +130,15 @@ def dit_clip_dir(args):
 
 def dit_autocast():
     return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(C["dit_bf16"]))
+
+
+@contextlib.contextmanager
+def dit_training_forward(dit):
+    """The DiT's training forward: bf16 autocast (dit_bf16) and the GELU form dit_train_gelu."""
+    if C["dit_train_gelu"] not in ("tanh", "erf"):
+        sys.exit(f"dit: dit_train_gelu {C['dit_train_gelu']!r}: tanh (Wan's) or erf")
+    with dit_autocast(), gelu_form(dit, C["dit_train_gelu"]):
+        yield
 
 
 # ----------------------------------------------------------------------------------------------
@@ -702,7 +712,7 @@ def train_dit(args, out, group):
         else:
             contexts = [ctx_null if drop[j] else ctx[int(idx[j])] for j in rows]
         c, bias = dit.compact_context(contexts)
-        with dit_autocast():
+        with dit_training_forward(dit):
             pred = dit(xt, sigma[sh] * 1000, c, rp, bias)
         wt = ws[idx].unsqueeze(1)  # [B, 1, F, H, W], broadcast over channels
         if decay:
