@@ -1,5 +1,5 @@
 #!/bin/sh
-# Measures a DiT run in progress (docs/vidax-tiny.md, "Runs across sessions") at the step its
+# Measures a DiT run in progress (docs/vidax-tiny.md, "The video runs across sessions") at the step its
 # checkpoint has reached, with the yardsticks used there:
 #   OUT/measured_ckpt.pt   the checkpoint measured (copied first: a running trainer replaces
 #                          WORK/dit_ckpt.pt every few minutes, and every step below reads this one)

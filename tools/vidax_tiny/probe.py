@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Diagnostics for a vidax-tiny WORK directory (docs/vidax-tiny.md, "The DiT cannot tell the
-latent frames apart"). One thread; each runs in well under a minute.
+"""Diagnostics for a vidax-tiny WORK directory (docs/vidax-tiny.md, "Experiments, by
+question": frame drift, the caption path). One thread; each runs in well under a minute.
 
     probe.py latents WORK         how much of the clips' global colour the caption's background
                                   explains with and without knowing the latent frame
