@@ -81,11 +81,11 @@ CONFIG = {
     # instead of 2.6 s in f32 on an AVX2-only Zen 3), so runs there need 0.
     "dit_bf16": 1,
     # The GELU form of the DiT's training forward: "tanh" (Wan's, the shipped run) or "erf".
-    # Debian's torch 1.13 computes the tanh form with a scalar tanh: its forward and backward
-    # took 28% of a bf16 stills step (profile, 2026-12-03), the erf form a tenth of that. The two
-    # differ by at most 4.7e-4, a fifth of the mean rounding of a bf16 input (2.2e-3), so under
-    # bf16 autocast the erf form only trains faster; scoring, probes and export keep the tanh
-    # form (models.gelu_form; docs/vidax-tiny.md, Throughput).
+    # Debian's torch 1.13 has a slow tanh: the tanh form's forward and backward took 28% of a
+    # bf16 stills step (profile, 2026-12-03), the erf form's an eighth as long. The two differ
+    # by at most 4.7e-4, a fifth of the mean rounding of a bf16 input (2.2e-3), so under bf16
+    # autocast the erf form only trains faster (1.24-1.30x); scoring, probes and export keep
+    # the tanh form (models.gelu_form; docs/vidax-tiny.md, Throughput).
     "dit_train_gelu": "tanh",
     "dit_steps": 3000, "dit_batch": 4, "dit_lr": 1e-3, "dit_warmup": 100,
     # Exponential moving average of the DiT weights (0: off, the shipped run); dit.pt then holds

@@ -415,18 +415,19 @@ class WanRMSNorm(nn.Module):
 @contextlib.contextmanager
 def gelu_form(model, form):
     """Within the block, the model's GELUs compute `form`: "tanh" (Wan's, what every module here
-    is built with) or "erf" (training only, CONFIG dit_train_gelu). The tanh form is restored on
-    exit, also on an exception; autograd keeps the form a forward used for its backward."""
+    is built with) or "erf" (training only, CONFIG dit_train_gelu). Their own forms are restored
+    on exit, also on an exception; autograd keeps the form a forward used for its backward."""
     if form not in ("tanh", "erf"):
         raise ValueError(f"GELU form {form!r}: tanh or erf")
     gelus = [m for m in model.modules() if isinstance(m, nn.GELU)]
+    own = [m.approximate for m in gelus]
     for m in gelus:
         m.approximate = "tanh" if form == "tanh" else "none"
     try:
         yield
     finally:
-        for m in gelus:
-            m.approximate = "tanh"
+        for m, a in zip(gelus, own):
+            m.approximate = a
 
 
 class WanLayerNorm(nn.LayerNorm):
