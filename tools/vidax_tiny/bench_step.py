@@ -23,7 +23,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train  # noqa: E402
 from common import CONFIG as C, apply_overrides  # noqa: E402
-from models import WanDiT, rope_table  # noqa: E402
+from models import GELU_FORMS, WanDiT, rope_table  # noqa: E402
 
 
 def seconds_per_step(dit, opt, batch, steps):
@@ -74,7 +74,7 @@ def main():
     batch = (x0, noise, weight, contexts, sigma, (cos.float(), sin.float()))
     times = {"tanh": [], "erf": []}
     for r in range(args.rounds):
-        for form in ("tanh", "erf"):
+        for form in GELU_FORMS:
             C["dit_train_gelu"] = form
             dit = WanDiT(**C["dit"])
             dit.load_state_dict(template.state_dict())  # both forms start from the same weights

@@ -82,7 +82,7 @@ CONFIG = {
     "dit_bf16": 1,
     # The GELU form of the DiT's training forward: "tanh" (Wan's, the shipped run) or "erf".
     # Debian's torch 1.13 has a slow tanh: the tanh form's forward and backward took 28% of a
-    # bf16 stills step (profile, 2026-12-03), the erf form's an eighth as long. The two differ
+    # bf16 stills step (profile, 2026-12-03), the erf form's about a ninth as long. The two differ
     # by at most 4.7e-4, a fifth of the mean rounding of a bf16 input (2.2e-3), so under bf16
     # autocast the erf form only trains faster (1.24-1.30x); scoring, probes and export keep
     # the tanh form (models.gelu_form; docs/vidax-tiny.md, Throughput).

@@ -412,13 +412,16 @@ class WanRMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight
 
 
+GELU_FORMS = ("tanh", "erf")  # Wan's form first
+
+
 @contextlib.contextmanager
 def gelu_form(model, form):
     """Within the block, the model's GELUs compute `form`: "tanh" (Wan's, what every module here
     is built with) or "erf" (training only, CONFIG dit_train_gelu). Their own forms are restored
     on exit, also on an exception; autograd keeps the form a forward used for its backward."""
-    if form not in ("tanh", "erf"):
-        raise ValueError(f"GELU form {form!r}: tanh or erf")
+    if form not in GELU_FORMS:
+        raise ValueError(f"GELU form {form!r}: one of {', '.join(GELU_FORMS)}")
     gelus = [m for m in model.modules() if isinstance(m, nn.GELU)]
     own = [m.approximate for m in gelus]
     for m in gelus:

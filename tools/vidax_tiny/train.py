@@ -41,7 +41,7 @@ import data_parallel  # noqa: E402
 from common import (CONFIG, apply_overrides, encode_texts, encode_texts_train, make_t5, tokenize,  # noqa: E402
                     write_safetensors)
 from dataset import SynthDataset, to_model  # noqa: E402
-from models import WanDiT, WanVAE, fold_latent_stats, gelu_form, init_vae_for_training, rope_table  # noqa: E402
+from models import GELU_FORMS, WanDiT, WanVAE, fold_latent_stats, gelu_form, init_vae_for_training, rope_table  # noqa: E402
 
 C = CONFIG
 CKPT_SECONDS = 120  # checkpoint cadence (does not change the result)
@@ -135,7 +135,7 @@ def dit_autocast():
 @contextlib.contextmanager
 def dit_training_forward(dit):
     """The DiT's training forward: bf16 autocast (dit_bf16) and the GELU form dit_train_gelu."""
-    if C["dit_train_gelu"] not in ("tanh", "erf"):
+    if C["dit_train_gelu"] not in GELU_FORMS:
         sys.exit(f"dit: dit_train_gelu {C['dit_train_gelu']!r}: tanh (Wan's) or erf")
     with dit_autocast(), gelu_form(dit, C["dit_train_gelu"]):
         yield
