@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "dist/mesh.h"
 #include "sampling/scheduler.h"
 
 namespace vidax {
@@ -25,7 +26,11 @@ Tensor classifier_free_guidance(const Tensor& cond_in, const Tensor& uncond_in,
 
 Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
                const Tensor& context_null, int64_t seq_len, const DenoiseOptions& options,
-               const DenoiseCallback& on_step) {
+               const DenoiseCallback& on_step, const ExecContext& ctx) {
+  dist::Group* cfg_group =
+      ctx.mesh != nullptr && ctx.mesh->cfg().size() > 1 ? &ctx.mesh->cfg() : nullptr;
+  if (cfg_group != nullptr && !context_null.defined())
+    throw_input_error("--mesh cfg=2 needs classifier-free guidance (a negative context)");
   auto scheduler = make_scheduler(options.sampler, options.steps, options.shift);
   Tensor latent = noise.to(DType::kF32);
   const auto& timesteps = scheduler->timesteps();
@@ -39,9 +44,22 @@ Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
     s.step = i;
     s.steps = scheduler->steps();
     s.context = context;
-    Tensor cond = model.forward(s);
-    Tensor pred = cond;
-    if (context_null.defined()) {
+    Tensor pred;
+    if (cfg_group != nullptr) {
+      // This rank's branch, then both branches' predictions on every rank: [2, C, F, H, W].
+      const int branch = cfg_group->rank();
+      s.context = branch == 0 ? context : context_null;
+      s.cfg_branch = branch;
+      const Tensor mine = model.forward(s).contiguous();
+      Tensor both = Tensor::zeros(Shape{2, mine.numel()});
+      cfg_group->all_gather(mine.data<float>(), both.mutable_data<float>(), mine.numel(),
+                            DType::kF32);
+      pred = classifier_free_guidance(both.select(0, 0).reshape(mine.shape()),
+                                      both.select(0, 1).reshape(mine.shape()), options.guide_scale);
+    } else if (!context_null.defined()) {
+      pred = model.forward(s);
+    } else {
+      Tensor cond = model.forward(s);
       s.context = context_null;
       s.cfg_branch = 1;
       Tensor uncond = model.forward(s);

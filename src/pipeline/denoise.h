@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "core/exec_context.h"
 #include "core/tensor.h"
 #include "models/wan/dit.h"
 
@@ -29,9 +30,13 @@ using DenoiseCallback = std::function<void(const DenoiseStep&)>;
 
 // noise: [C, F, H, W] F32. context / context_null: [L, text_dim] unpadded. Returns the final
 // latent. An undefined context_null runs the conditional branch only (no guidance).
+// With a mesh in `ctx` whose cfg axis is 2, cfg rank 0 runs the conditional branch and rank 1
+// the unconditional one, and the two predictions are exchanged once per step; every rank then
+// applies the same guidance and scheduler step, so the latent is the same on every rank (and
+// equal to one process's). The model must have been given the same context (set_context).
 Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
                const Tensor& context_null, int64_t seq_len, const DenoiseOptions& options,
-               const DenoiseCallback& on_step = nullptr);
+               const DenoiseCallback& on_step = nullptr, const ExecContext& ctx = {});
 
 // uncond + guide_scale * (cond - uncond), element-wise in f32 in the reference's order.
 Tensor classifier_free_guidance(const Tensor& cond, const Tensor& uncond, double guide_scale);

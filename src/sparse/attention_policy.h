@@ -30,6 +30,9 @@ struct AttentionCall {
   int cfg_branch = 0;             // 0: conditional, 1: unconditional
   TokenGrid grid;                 // latent tokens F x H x W (frame-major order)
   int64_t heads = 0, head_dim = 0;
+  // Under Ulysses a rank sees heads [first_head, first_head + heads) of the model's
+  // `model_heads` (0: heads); policies with per-head state index it by first_head + h.
+  int64_t first_head = 0, model_heads = 0;
   // Post-RoPE queries and keys, f32, [tokens, heads, head_dim] with row stride `stride`
   // (elements). Read-only; valid for the duration of plan().
   const float* q = nullptr;

@@ -137,10 +137,11 @@ double WestPolicy::head_dropped(int64_t layer, int64_t head) const {
 
 AttentionPlan WestPolicy::plan(const AttentionCall& call) {
   validate_call(call, "west");
-  if (call.heads != prior_.heads || call.layers != prior_.layers)
+  const int64_t model_heads = call.model_heads > 0 ? call.model_heads : call.heads;
+  if (model_heads != prior_.heads || call.layers != prior_.layers)
     throw_input_error("--attention ", opt_.path, ": the prior was calibrated for ", prior_.layers,
                       " layers x ", prior_.heads, " heads, the model has ", call.layers, " x ",
-                      call.heads);
+                      model_heads);
   const std::array<int64_t, 4> key{call.grid.frames, call.grid.height, call.grid.width, call.layer};
   if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
   AttentionPlan plan;
@@ -156,7 +157,7 @@ AttentionPlan WestPolicy::plan(const AttentionCall& call) {
       cell[static_cast<size_t>(b)] = west_block_cell(call.grid, prior_.grid, g.layout, b);
     g.mask = BlockMask(call.heads, nb, nb);
     for (int64_t h = 0; h < call.heads; ++h) {
-      const auto& k = keep(call.layer, h);
+      const auto& k = keep(call.layer, call.first_head + h);  // the prior's (model) head
       for (int64_t qb = 0; qb < nb; ++qb) {
         const uint8_t* row = &k[static_cast<size_t>(cell[static_cast<size_t>(qb)] * c)];
         for (int64_t kb = 0; kb < nb; ++kb)

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "apps/vidax/commands.h"
+#include "apps/vidax/mesh_args.h"
 #include "io/safetensors.h"
 #include "models/wan/dit.h"
 #include "models/wan/dit_checkpoint.h"
@@ -18,6 +19,7 @@ namespace {
 
 struct DitArgs {
   std::string weights, config, precision = "fp32";
+  MeshArgs mesh;
 };
 
 void add_dit_args(CLI::App* cmd, DitArgs& a) {
@@ -25,9 +27,12 @@ void add_dit_args(CLI::App* cmd, DitArgs& a) {
       ->required();
   cmd->add_option("--config", a.config, "config.json overriding the checkpoint's own config");
   cmd->add_option("--precision", a.precision, "fp32 | bf16 (default fp32)");
+  add_mesh_args(cmd, a.mesh);
 }
 
-wan::WanDit load_dit(const DitArgs& a, wan::DitCheckpoint* out_ck = nullptr) {
+// Opens the checkpoint, checks the mesh against the model (before any weight is packed), then
+// builds the model running under `mesh`.
+wan::WanDit load_dit(const DitArgs& a, const dist::Mesh& mesh, bool has_cfg) {
   const wan::Precision p = wan::parse_precision(a.precision, "--precision");
   std::optional<wan::DitConfig> override;
   if (!a.config.empty()) {
@@ -39,8 +44,11 @@ wan::WanDit load_dit(const DitArgs& a, wan::DitCheckpoint* out_ck = nullptr) {
   }
   auto ck = wan::DitCheckpoint::open(a.weights, override);
   ck.require_loadable();
+  check_mesh_for_model(mesh, ck.config().num_heads, has_cfg);
   wan::WanDit model(ck.config(), ck.loader(), p);
-  if (out_ck) *out_ck = std::move(ck);
+  ExecContext ctx;
+  ctx.mesh = &mesh;
+  model.set_context(ctx);
   return model;
 }
 
@@ -65,8 +73,12 @@ Tensor drop_batch_dim(const Tensor& t, int rank) {
 }
 
 void run_dit(const DitArgs& a, const std::string& in_path, const std::string& out_path) {
+  const auto mesh = make_mesh(a.mesh);
+  if (mesh->spec().cfg > 1)
+    throw_input_error("--mesh: run dit runs single forward passes; cfg=", mesh->spec().cfg,
+                      " needs run denoise or generate");
   auto in = SafetensorsFile::open(in_path);
-  wan::WanDit model = load_dit(a);
+  wan::WanDit model = load_dit(a, *mesh, false);
   // A single sample uses plain names; a batch uses x.0, x.1, ... (and context.<i>, ...).
   std::vector<std::string> suffixes;
   if (in.contains("x")) {
@@ -108,11 +120,14 @@ void run_dit(const DitArgs& a, const std::string& in_path, const std::string& ou
     s.seq_len = seq_len;
     outputs.emplace_back("out" + sfx, model.forward(s));
   }
-  write_safetensors(out_path, outputs, {{"producer", "vidax run dit"}});
+  if (is_output_rank())
+    write_safetensors(out_path, outputs,
+                      {{"producer", "vidax run dit"}, {"mesh", mesh->spec().str()}});
 }
 
 void run_denoise(const DitArgs& a, const std::string& in_path, const std::string& out_path,
                  const DenoiseOptions& opt, bool save_steps) {
+  const auto mesh = make_mesh(a.mesh);
   auto in = SafetensorsFile::open(in_path);
   const Tensor noise = drop_batch_dim(require(in, "noise", "initial latent [C, F, H, W]"), 4);
   const Tensor context = drop_batch_dim(require(in, "context", "text context [L, text_dim]"), 2);
@@ -130,18 +145,27 @@ void run_denoise(const DitArgs& a, const std::string& in_path, const std::string
                       noise.describe());
   const int64_t seq_len =
       in.contains("seq_len") ? scalar_int(in.tensor("seq_len"), in_path + ": seq_len") : 0;
-  wan::WanDit model = load_dit(a);
+  wan::WanDit model = load_dit(a, *mesh, context_null.defined() && opt.guide_scale != 1.0);
+  ExecContext ctx;
+  ctx.mesh = mesh.get();
+  const bool out_rank = is_output_rank();
   std::vector<std::pair<std::string, Tensor>> outputs;
-  Tensor final_latent =
-      denoise(model, noise, context, context_null, seq_len, opt, [&](const DenoiseStep& s) {
+  Tensor final_latent = denoise(
+      model, noise, context, context_null, seq_len, opt,
+      [&](const DenoiseStep& s) {
+        if (!out_rank) return;
         std::fprintf(stderr, "step %d/%d  t=%lld  %.2f s\n", s.index + 1, opt.steps,
                      static_cast<long long>(s.timestep), s.seconds);
         if (save_steps)
           outputs.emplace_back("step" + std::to_string(s.index) + ".latent", s.latent.clone());
-      });
+      },
+      ctx);
   outputs.emplace_back("final_latent", final_latent);
-  write_safetensors(out_path, outputs,
-                    {{"producer", "vidax run denoise"}, {"sampler", opt.sampler}});
+  if (out_rank)
+    write_safetensors(out_path, outputs,
+                      {{"producer", "vidax run denoise"},
+                       {"sampler", opt.sampler},
+                       {"mesh", mesh->spec().str()}});
 }
 
 }  // namespace

@@ -2,13 +2,16 @@
 // error prints one line naming the file/tensor/flag and exits 1; internal errors abort).
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <new>
 #include <string>
 
 #include "apps/vidax/commands.h"
+#include "apps/vidax/mesh_args.h"
 #include "core/error.h"
+#include "dist/world.h"
 
 namespace vidax::cli {
 
@@ -48,15 +51,61 @@ std::pair<int64_t, int64_t> parse_size(const std::string& text, const std::strin
 
 }  // namespace vidax::cli
 
+int run_cli(int argc, char** argv);
+
+namespace {
+
+// An error under mpirun: printed once when every rank raised it before any collective (the
+// arguments are identical on every rank, so they all fail alike), else by the failing rank;
+// then every process ends (dist::fail_job), so no rank waits for a dead peer.
+int report_error(const std::string& message) {
+  const vidax::dist::Group& world = vidax::dist::world();
+  if (world.size() == 1) {
+    std::fprintf(stderr, "vidax: error: %s\n", message.c_str());
+    return 1;
+  }
+  const bool before_collectives = world.sequence() == 0;
+  if (before_collectives && world.rank() == 0) {
+    std::fprintf(stderr, "vidax: error: %s\n", message.c_str());
+  }
+  vidax::dist::fail_job(message, !before_collectives);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  vidax::cli::set_command_line(argc, argv);
+  try {
+    vidax::dist::init_world(&argc, &argv);
+  } catch (const vidax::InputError& e) {
+    std::fprintf(stderr, "vidax: error: %s\n", e.what());
+    return 1;
+  }
+  const int rc = run_cli(argc, argv);
+  vidax::dist::finalize_world();
+  return rc;
+}
+
+int run_cli(int argc, char** argv) {
   CLI::App app{"vidax: video diffusion transformers (Wan 2.1) on the CPU"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "vidax 0.1.0");
   int threads = 0;
-  app.add_option("--threads", threads, "OpenMP threads (default: all cores)")
+  double dist_timeout = 600;
+  app.add_option("--threads", threads,
+                 "OpenMP threads (default: all cores, divided among the ranks on this node)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--dist-timeout", dist_timeout,
+                 "seconds a collective waits for its peers before the job is ended (default 600)")
       ->check(CLI::PositiveNumber);
   app.parse_complete_callback([&] {
-    if (threads > 0) omp_set_num_threads(threads);
+    const int local = vidax::dist::local_process_count();
+    if (threads > 0) {
+      omp_set_num_threads(threads);
+    } else if (local > 1) {
+      omp_set_num_threads(std::max(1, omp_get_num_procs() / local));
+    }
+    vidax::dist::set_collective_timeout_seconds(dist_timeout);
   });
   vidax::cli::register_inspect(app);
   vidax::cli::register_run(app);
@@ -72,18 +121,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const vidax::InputError& e) {
-    std::fprintf(stderr, "vidax: error: %s\n", e.what());
-    return 1;
+    return report_error(e.what());
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "vidax: error: out of memory\n");
-    return 1;
+    return report_error("out of memory");
   } catch (const std::exception& e) {
     // A library error we did not translate (oneDNN, filesystem, ...): still one line.
     std::string msg = e.what();
     for (char& ch : msg)
       if (ch == '\n' || ch == '\r') ch = ' ';
-    std::fprintf(stderr, "vidax: error: %s\n", msg.c_str());
-    return 1;
+    return report_error(msg);
   }
   return 0;
 }

@@ -136,11 +136,13 @@ Rope3dTable Rope3dTable::build(int64_t head_dim, int64_t max_positions) {
 
 void rope3d_apply(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
                   int64_t grid_f, int64_t grid_h, int64_t grid_w, const Rope3dTable& table,
-                  BFloat16* copy16, int64_t copy16_stride) {
+                  BFloat16* copy16, int64_t copy16_stride, int64_t first_token) {
   check_apply_args(x, tokens, heads, head_dim, row_stride, grid_f, grid_h, grid_w, table);
+  VIDAX_CHECK(first_token >= 0, "rope3d_apply: first_token ", first_token);
   VIDAX_CHECK(copy16 == nullptr || copy16_stride >= heads * head_dim, "rope3d_apply: copy stride ",
               copy16_stride);
-  const int64_t n = std::min(tokens, grid_f * grid_h * grid_w);
+  const int64_t n =
+      std::clamp<int64_t>(grid_f * grid_h * grid_w - first_token, 0, tokens);  // rows on the grid
   auto copy_row = [&](int64_t t) {
     convert_floats_serial(x + t * row_stride, DType::kF32, copy16 + t * copy16_stride, DType::kBF16,
                           static_cast<size_t>(heads * head_dim));
@@ -155,7 +157,7 @@ void rope3d_apply(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int
   auto run = [&](int64_t t0, int64_t t1) {
     std::vector<double> c(static_cast<size_t>(head_dim)), s(c.size());
     for (int64_t t = t0; t < t1; ++t) {
-      const GridPos g = grid_pos(t, grid_h, grid_w);
+      const GridPos g = grid_pos(first_token + t, grid_h, grid_w);
       const double* cf = table.cos_row(g.f);
       const double* sf = table.sin_row(g.f);
       const double* ch = table.cos_row(g.h);

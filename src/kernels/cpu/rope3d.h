@@ -47,9 +47,10 @@ struct Rope3dTable {
 // nearest even, as convert_floats), copy16_stride elements apart: the bf16 attention kernels'
 // inputs come out of this pass while the row is in cache, instead of a separate conversion
 // pass over q and k. Rows past the grid are copied unrotated.
+// first_token: the global index of row 0 (a sequence-parallel rank holds rows from there on).
 void rope3d_apply(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
                   int64_t grid_f, int64_t grid_h, int64_t grid_w, const Rope3dTable& table,
-                  BFloat16* copy16 = nullptr, int64_t copy16_stride = 0);
+                  BFloat16* copy16 = nullptr, int64_t copy16_stride = 0, int64_t first_token = 0);
 
 // Scalar reference: recomputes every angle from the formula (the table supplies only its
 // head_dim, axis split and max_positions) and rotates pair by pair in double.

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/convert.h"
+#include "dist/mesh.h"
 #include "kernels/cpu/elementwise.h"
 #include "models/wan/dit_impl.h"
 #include "nn/patchify.h"
@@ -103,14 +104,17 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision)
     DitBlockWeights& bw = m.blocks[static_cast<size_t>(i)];
     auto W = [&](const std::string& n) { return w(b + n + ".weight"); };
     auto B = [&](const std::string& n) { return w(b + n + ".bias"); };
-    bw.qkv =
+    constexpr LinearSplit kCol = LinearSplit::kColumn, kRow = LinearSplit::kRow;
+    bw.qkv = Linear(
         PackedLinear(stack_rows({W("self_attn.q"), W("self_attn.k"), W("self_attn.v")}, cd),
-                     stack_vectors({B("self_attn.q"), B("self_attn.k"), B("self_attn.v")}), cd);
-    bw.o = PackedLinear(W("self_attn.o"), B("self_attn.o"), cd);
-    bw.cross_q = PackedLinear(W("cross_attn.q"), B("cross_attn.q"), cd);
-    bw.cross_kv = PackedLinear(stack_rows({W("cross_attn.k"), W("cross_attn.v")}, cd),
-                               stack_vectors({B("cross_attn.k"), B("cross_attn.v")}), cd);
-    bw.cross_o = PackedLinear(W("cross_attn.o"), B("cross_attn.o"), cd);
+                     stack_vectors({B("self_attn.q"), B("self_attn.k"), B("self_attn.v")}), cd),
+        kCol);
+    bw.o = Linear(PackedLinear(W("self_attn.o"), B("self_attn.o"), cd), kRow);
+    bw.cross_q = Linear(PackedLinear(W("cross_attn.q"), B("cross_attn.q"), cd), kCol);
+    bw.cross_kv = Linear(PackedLinear(stack_rows({W("cross_attn.k"), W("cross_attn.v")}, cd),
+                                      stack_vectors({B("cross_attn.k"), B("cross_attn.v")}), cd),
+                         kCol);
+    bw.cross_o = Linear(PackedLinear(W("cross_attn.o"), B("cross_attn.o"), cd), kRow);
     if (config.qk_norm) {
       bw.norm_q = vec(w, b + "self_attn.norm_q.weight");
       bw.norm_k = vec(w, b + "self_attn.norm_k.weight");
@@ -119,16 +123,17 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision)
     }
     if (config.kind == DitKind::kI2V) {
       bw.cross_kv_img =
-          PackedLinear(stack_rows({W("cross_attn.k_img"), W("cross_attn.v_img")}, cd),
-                       stack_vectors({B("cross_attn.k_img"), B("cross_attn.v_img")}), cd);
+          Linear(PackedLinear(stack_rows({W("cross_attn.k_img"), W("cross_attn.v_img")}, cd),
+                              stack_vectors({B("cross_attn.k_img"), B("cross_attn.v_img")}), cd),
+                 kCol);
       if (config.qk_norm) bw.cross_norm_k_img = vec(w, b + "cross_attn.norm_k_img.weight");
     }
     if (config.cross_attn_norm) {
       bw.norm3_weight = vec(w, b + "norm3.weight");
       bw.norm3_bias = vec(w, b + "norm3.bias");
     }
-    bw.ffn_in = PackedLinear(W("ffn.0"), B("ffn.0"), cd, GemmEpilogue::kGeluTanh);
-    bw.ffn_out = PackedLinear(W("ffn.2"), B("ffn.2"), cd);
+    bw.ffn_in = Linear(PackedLinear(W("ffn.0"), B("ffn.0"), cd, GemmEpilogue::kGeluTanh), kCol);
+    bw.ffn_out = Linear(PackedLinear(W("ffn.2"), B("ffn.2"), cd), kRow);
     bw.modulation = vec(w, b + "modulation");
     VIDAX_CHECK(static_cast<int64_t>(bw.modulation.size()) == 6 * dim, "modulation size");
   }
@@ -158,6 +163,12 @@ void WanDit::set_attention(std::shared_ptr<sparse::AttentionPolicy> policy,
   impl_->attention_diagnostics = diagnostics;
 }
 Precision WanDit::precision() const { return impl_->precision; }
+
+void WanDit::set_context(const ExecContext& ctx) { impl_->ctx = ctx; }
+
+bool WanDit::Impl::sequence_parallel() const {
+  return ctx.mesh != nullptr && ctx.mesh->sp().size() > 1;
+}
 
 size_t WanDit::weight_bytes() const {
   const Impl& m = *impl_;
@@ -340,11 +351,41 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
     }
   }
 
-  // ---- Patch embedding: [L, C*pv] x [dim, C*pv]^T.
-  m.x.resize(static_cast<size_t>(L * dim));
+  // ---- This process's rows: all L, or ceil(L / sp) under a sequence-parallel mesh (the runs
+  // re-indexed to local rows; padding rows take the last run's timestep).
+  if (m.sequence_parallel()) {
+    if (st.capture)
+      throw_input_error("named intermediates (capture) need a single process, not mesh ",
+                        m.ctx.mesh->spec().str());
+    const dist::Group& sp = m.ctx.mesh->sp();
+    st.shard = seq_shard(L, sp.rank(), sp.size());
+    std::vector<TimestepRun> local;
+    const int64_t lo = st.shard.first, hi = st.shard.first + st.shard.real;
+    for (const auto& r : st.runs) {
+      const int64_t b = std::max(r.begin, lo), e = std::min(r.begin + r.count, hi);
+      if (b < e) local.push_back({b - lo, e - b, r.index});
+    }
+    if (st.shard.real < st.shard.per_rank)
+      local.push_back({st.shard.real, st.shard.per_rank - st.shard.real, st.runs.back().index});
+    st.runs = std::move(local);
+  } else {
+    st.shard = seq_shard(L, 0, 1);
+  }
+  const int64_t rows = st.shard.per_rank;
+
+  // ---- Patch embedding: [rows, C*pv] x [dim, C*pv]^T.
+  m.x.resize(static_cast<size_t>(rows * dim));
   {
     Tensor patches = patchify(x_in, c.patch);  // [L, C*pt*ph*pw]
-    m.linear_f32_in(m.patch_embedding, patches.data<float>(), L, m.x.data());
+    const int64_t pv = patches.dim(1);
+    if (rows == L) {
+      m.linear_f32_in(m.patch_embedding, patches.data<float>(), L, m.x.data());
+    } else {
+      Buffer<float> local(static_cast<size_t>(rows * pv));  // this rank's rows, zero padding
+      std::fill_n(local.data(), rows * pv, 0.0f);
+      std::copy_n(patches.data<float>() + st.shard.first * pv, st.shard.real * pv, local.data());
+      m.linear_f32_in(m.patch_embedding, local.data(), rows, m.x.data());
+    }
     if (st.capture)
       capture("patch_tokens",
               Tensor::from_floats({m.x.data(), static_cast<size_t>(L * dim)}, Shape{1, L, dim}));
@@ -405,9 +446,9 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
 
   // ---- Head: LN(x) * (1 + (m[1] + e)) + (m[0] + e) -> Linear -> unpatchify.
   const int64_t out_features = m.head.out_features();
-  Buffer<float> head_out(static_cast<size_t>(L * out_features));
+  Buffer<float> head_out(static_cast<size_t>(rows * out_features));
   {
-    m.act.resize(static_cast<size_t>(L * dim));
+    m.act.resize(static_cast<size_t>(rows * dim));
     std::vector<float> shift(static_cast<size_t>(dim)), scale(static_cast<size_t>(dim));
     for (const auto& r : st.runs) {
       const float* e = st.e.data() + r.index * dim;
@@ -418,11 +459,17 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
       layer_norm_modulate_rows(m.x.data() + r.begin * dim, m.act.data() + r.begin * dim, r.count,
                                dim, shift.data(), scale.data(), 0, static_cast<float>(c.eps));
     }
-    m.linear_f32_in(m.head, m.act.data(), L, head_out.data());
+    m.linear_f32_in(m.head, m.act.data(), rows, head_out.data());
     if (st.capture)
       capture("head_out",
               Tensor::from_floats({head_out.data(), static_cast<size_t>(L * out_features)},
                                   Shape{1, L, out_features}));
+  }
+  if (rows != L) {  // every sp rank gets every rank's rows, then the padding is cut
+    dist::Group& sp = m.ctx.mesh->sp();
+    Buffer<float> all(static_cast<size_t>(rows * sp.size() * out_features));
+    sp.all_gather(head_out.data(), all.data(), rows * out_features, DType::kF32);
+    head_out = std::move(all);
   }
   Tensor tokens = Tensor::from_floats({head_out.data(), static_cast<size_t>(L * out_features)},
                                       Shape{L, out_features});

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/exec_context.h"
 #include "core/tensor.h"
 #include "models/wan/dit_config.h"
 
@@ -68,6 +69,13 @@ class WanDit {
   // (error vs dense, recall; sparse/sparse_attention.h). Both must outlive the forward calls.
   void set_attention(std::shared_ptr<sparse::AttentionPolicy> policy,
                      sparse::AttentionDiagnostics* diagnostics = nullptr);
+
+  // How the following forward calls run (core/exec_context.h). With a mesh whose sequence-
+  // parallel group (ring x ulysses) has several ranks, every rank of that group must call
+  // forward() with the same sample: each computes its share of the tokens and every rank
+  // returns the whole prediction. The mesh must outlive the calls; its heads divisibility is
+  // checked by dist::validate_mesh_for_model before the run.
+  void set_context(const ExecContext& ctx);
 
   // Returns the flow prediction [C_out, F, H, W]. Throws InputError on bad shapes.
   Tensor forward(const DitSample& sample, const CaptureFn& capture = nullptr);

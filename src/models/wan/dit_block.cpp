@@ -1,13 +1,17 @@
-// One Wan DiT block:
+// One Wan DiT block, as three residual ops on the rows this process holds:
 //   x += self_attn(LN(x) * (1 + scale_sa) + shift_sa) * gate_sa
 //   x += cross_attn(norm3(x), context)                       (neither modulated nor gated)
 //   x += ffn(LN(x) * (1 + scale_ffn) + shift_ffn) * gate_ffn
 // with (shift_sa, scale_sa, gate_sa, shift_ffn, scale_ffn, gate_ffn) = modulation + e0.
+// Every op is per row except self-attention, which needs the whole sequence: under a
+// sequence-parallel mesh it goes through nn/sequence_parallel.h (Ulysses / ring); in one process
+// it calls attention_core directly.
 #include <cmath>
 #include <cstring>
 
 #include "core/convert.h"
 #include "core/profile.h"
+#include "dist/mesh.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/flash_attention.h"
 #include "models/wan/dit_impl.h"
@@ -33,93 +37,66 @@ void capture_rows(const DitState& st, const std::string& name, const float* data
   (*st.capture)(name, t);
 }
 
+std::string block_prefix(int index) { return "block" + std::to_string(index) + "."; }
+
 }  // namespace
 
 void WanDit::Impl::block_forward(int index, DitState& st) {
-  const DitConfig& c = cfg;
+  const int64_t dim = cfg.dim, rows = st.shard.per_rank;
   const DitBlockWeights& w = blocks[static_cast<size_t>(index)];
-  const int64_t L = st.tokens, dim = c.dim, heads = c.num_heads, hd = c.head_dim();
-  const float eps = static_cast<float>(c.eps);
-  const std::string prefix = "block" + std::to_string(index) + ".";
-  const bool bf16 = compute == DType::kBF16;
-
   // Modulation vectors per unique timestep: [unique_t, 6, dim].
   std::vector<float> mod(static_cast<size_t>(st.unique_t * 6 * dim));
   for (int64_t u = 0; u < st.unique_t; ++u)
     for (int64_t j = 0; j < 6 * dim; ++j)
       mod[static_cast<size_t>(u * 6 * dim + j)] =
           w.modulation[static_cast<size_t>(j)] + st.e0[static_cast<size_t>(u * 6 * dim + j)];
-  auto chunk = [&](int64_t u, int k) { return mod.data() + (u * 6 + k) * dim; };
+  act.resize(static_cast<size_t>(rows * std::max(dim, cfg.ffn_dim)));
+  act16.resize(static_cast<size_t>(rows * std::max(dim, cfg.ffn_dim)));
 
-  // LN(x) * (1 + scale) + shift, into act (f32) or act16 (bf16), per timestep run.
-  auto norm_modulate = [&](int shift_k, int scale_k) {
-    for (const auto& r : st.runs) {
-      const float* xr = x.data() + r.begin * dim;
-      if (bf16) {
-        layer_norm_modulate_rows_bf16(xr, act16.data() + r.begin * dim, r.count, dim,
-                                      chunk(r.index, shift_k), chunk(r.index, scale_k), 0, eps);
-      } else {
-        layer_norm_modulate_rows(xr, act.data() + r.begin * dim, r.count, dim,
-                                 chunk(r.index, shift_k), chunk(r.index, scale_k), 0, eps);
-      }
+  self_attention(index, st, mod.data());
+  cross_attention(index, st);
+  feed_forward(index, st, mod.data());
+  if (st.capture)
+    capture_rows(st, block_prefix(index) + "out", x.data(), rows, dim, dim,
+                 Shape{1, st.tokens, dim});
+}
+
+namespace {
+
+// LN(x) * (1 + scale) + shift per timestep run, into act (f32) or act16 (bf16).
+void norm_modulate(const DitState& st, const float* x, float* act, BFloat16* act16, bool bf16,
+                   int64_t dim, const float* mod, int shift_k, int scale_k, float eps) {
+  profile::ScopedTimer pt("norm+modulate");
+  auto chunk = [&](int64_t u, int k) { return mod + (u * 6 + k) * dim; };
+  for (const auto& r : st.runs) {
+    const float* xr = x + r.begin * dim;
+    if (bf16) {
+      layer_norm_modulate_rows_bf16(xr, act16 + r.begin * dim, r.count, dim,
+                                    chunk(r.index, shift_k), chunk(r.index, scale_k), 0, eps);
+    } else {
+      layer_norm_modulate_rows(xr, act + r.begin * dim, r.count, dim, chunk(r.index, shift_k),
+                               chunk(r.index, scale_k), 0, eps);
     }
-  };
-  auto gated_add = [&](const float* y, int gate_k) {
-    for (const auto& r : st.runs)
-      gated_residual_add_rows(x.data() + r.begin * dim, y + r.begin * dim, chunk(r.index, gate_k),
-                              r.count, dim, 0);
-  };
-  const void* act_in = nullptr;
-  act.resize(static_cast<size_t>(L * std::max(dim, c.ffn_dim)));
-  act16.resize(static_cast<size_t>(L * std::max(dim, c.ffn_dim)));
-  act_in = bf16 ? static_cast<const void*>(act16.data()) : static_cast<const void*>(act.data());
+  }
+}
 
-  AttentionDims ad{};
-  ad.heads = heads;
-  ad.head_dim = hd;
-  ad.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+void gated_add(const DitState& st, float* x, const float* y, int64_t dim, const float* mod,
+               int gate_k) {
+  for (const auto& r : st.runs)
+    gated_residual_add_rows(x + r.begin * dim, y + r.begin * dim,
+                            mod + (r.index * 6 + gate_k) * dim, r.count, dim, 0);
+}
 
-  // ---- Self-attention.
-  {
-    profile::ScopedTimer pt("norm+modulate");
-    norm_modulate(0, 1);
-  }
-  qkv.resize(static_cast<size_t>(L * 3 * dim));
-  {
-    profile::ScopedTimer pt("gemm.qkv");
-    w.qkv.forward(act_in, L, qkv.data());
-  }  // [L, 3*dim] = q | k | v
-  float* q = qkv.data();
-  float* k = qkv.data() + dim;
-  float* v = qkv.data() + 2 * dim;
-  // bf16: the attention kernels' inputs, [L, 3*dim] = q16 | k16 | v16. RoPE writes q16 and k16
-  // while each row is in cache (no separate conversion pass over q and k); v is converted below.
-  if (bf16) qkv16.resize(static_cast<size_t>(L * 3 * dim));
-  {
-    profile::ScopedTimer pt("rmsnorm+rope");
-    rms_norm_strided(q, L, dim, 3 * dim, w.norm_q, eps);
-    rms_norm_strided(k, L, dim, 3 * dim, w.norm_k, eps);
-    rope3d_apply(q, L, heads, hd, 3 * dim, st.grid[0], st.grid[1], st.grid[2], rope,
-                 bf16 ? qkv16.data() : nullptr, 3 * dim);
-    rope3d_apply(k, L, heads, hd, 3 * dim, st.grid[0], st.grid[1], st.grid[2], rope,
-                 bf16 ? qkv16.data() + dim : nullptr, 3 * dim);
-  }
-  if (bf16) {
-    profile::ScopedTimer pt("attention.convert");
-    const auto stride = static_cast<size_t>(3 * dim);
-    convert_float_rows(v, DType::kF32, stride, qkv16.data() + 2 * dim, DType::kBF16, stride,
-                       static_cast<size_t>(L), static_cast<size_t>(dim));
-  }
-  if (st.capture) {
-    capture_rows(st, prefix + "q_rope", q, L, dim, 3 * dim, Shape{1, L, heads, hd});
-    capture_rows(st, prefix + "k_rope", k, L, dim, 3 * dim, Shape{1, L, heads, hd});
-  }
-  ad.q_len = L;
-  ad.kv_len = L;
-  ad.kv_valid = L;
-  ad.q_stride = ad.k_stride = ad.v_stride = 3 * dim;
-  ad.out_stride = dim;
-  attn.resize(static_cast<size_t>(L * dim));
+}  // namespace
+
+template <typename T>
+void WanDit::Impl::attention_core(int index, const DitState& st, const T* q, const T* k, const T* v,
+                                  const float* q32, const float* k32, const float* v32,
+                                  int64_t stride, int64_t tokens, int64_t heads, int64_t first_head,
+                                  float* out, int64_t out_stride) {
+  constexpr bool kBf16 = std::is_same_v<T, BFloat16>;
+  const int64_t hd = cfg.head_dim();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // A policy's plan (sparse attention); a missing policy or an all-dense plan without
   // diagnostics takes the dense path below, unchanged.
   sparse::AttentionCall call;
@@ -128,84 +105,178 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
   if (attention) {
     profile::ScopedTimer pt("attention.plan");
     call.layer = index;
-    call.layers = c.num_layers;
+    call.layers = cfg.num_layers;
     call.step = st.step;
     call.steps = st.steps;
     call.timestep = st.timestep;
     call.cfg_branch = st.cfg_branch;
     call.grid = {st.grid[0], st.grid[1], st.grid[2]};
     call.heads = heads;
+    call.first_head = first_head;
+    call.model_heads = cfg.num_heads;
     call.head_dim = hd;
-    call.q = q;
-    call.k = k;
-    call.stride = 3 * dim;
-    if (bf16) {  // the policy's estimators may read the bf16 copies (half the bytes)
-      call.q16 = qkv16.data();
-      call.k16 = qkv16.data() + dim;
+    call.q = q32;
+    call.k = k32;
+    call.stride = stride;
+    if constexpr (kBf16) {  // the policy's estimators may read the bf16 copies (half the bytes)
+      call.q16 = q;
+      call.k16 = k;
     }
     plan = attention->plan(call);
     planned = !plan.all_dense() || attention_diagnostics != nullptr;
   }
+  profile::ScopedTimer pt("attention.self");
   if (planned) {
-    profile::ScopedTimer pt("attention.self");
     sparse::AttentionIo io;
-    io.q = q;
-    io.k = k;
-    io.v = v;
-    io.stride = 3 * dim;
-    io.tokens = L;
+    io.q = q32;
+    io.k = k32;
+    io.v = v32;
+    io.stride = stride;
+    io.tokens = tokens;
     io.heads = heads;
     io.head_dim = hd;
-    io.scale = ad.scale;
-    io.bf16 = bf16;
-    if (bf16) {
-      io.q16 = qkv16.data();
-      io.k16 = qkv16.data() + dim;
-      io.v16 = qkv16.data() + 2 * dim;
+    io.scale = scale;
+    io.bf16 = kBf16;
+    if constexpr (kBf16) {
+      io.q16 = q;
+      io.k16 = k;
+      io.v16 = v;
     }
-    io.out = attn.data();
-    io.out_stride = dim;
+    io.out = out;
+    io.out_stride = out_stride;
     sparse::execute_attention_plan(plan, io, attention_ws, call, attention_diagnostics);
-  } else {
-    profile::ScopedTimer pt("attention.self");
-    if (bf16) {
-      flash_attention(qkv16.data(), qkv16.data() + dim, qkv16.data() + 2 * dim, attn.data(), ad);
-    } else {
-      flash_attention(q, k, v, attn.data(), ad);
-    }
+    return;
   }
-  tmp.resize(static_cast<size_t>(L * dim));
+  AttentionDims ad{};
+  ad.heads = heads;
+  ad.head_dim = hd;
+  ad.scale = scale;
+  ad.q_len = ad.kv_len = ad.kv_valid = tokens;
+  ad.q_stride = ad.k_stride = ad.v_stride = stride;
+  ad.out_stride = out_stride;
+  flash_attention(q, k, v, out, ad);
+}
+
+void WanDit::Impl::self_attention(int index, DitState& st, const float* mod) {
+  const DitConfig& c = cfg;
+  const DitBlockWeights& w = blocks[static_cast<size_t>(index)];
+  const int64_t rows = st.shard.per_rank, dim = c.dim, heads = c.num_heads, hd = c.head_dim();
+  const float eps = static_cast<float>(c.eps);
+  const bool bf16 = compute == DType::kBF16;
+  const std::string prefix = block_prefix(index);
+
+  norm_modulate(st, x.data(), act.data(), act16.data(), bf16, dim, mod, 0, 1, eps);
+  const void* act_in =
+      bf16 ? static_cast<const void*>(act16.data()) : static_cast<const void*>(act.data());
+  qkv.resize(static_cast<size_t>(rows * 3 * dim));
+  {
+    profile::ScopedTimer pt("gemm.qkv");
+    w.qkv.forward(act_in, rows, qkv.data());
+  }  // [rows, 3*dim] = q | k | v
+  float* q = qkv.data();
+  float* k = qkv.data() + dim;
+  float* v = qkv.data() + 2 * dim;
+  // bf16: the attention kernels' inputs, [rows, 3*dim] = q16 | k16 | v16. RoPE writes q16 and k16
+  // while each row is in cache (no separate conversion pass over q and k); v is converted below.
+  if (bf16) qkv16.resize(static_cast<size_t>(rows * 3 * dim));
+  {
+    profile::ScopedTimer pt("rmsnorm+rope");
+    rms_norm_strided(q, rows, dim, 3 * dim, w.norm_q, eps);
+    rms_norm_strided(k, rows, dim, 3 * dim, w.norm_k, eps);
+    rope3d_apply(q, rows, heads, hd, 3 * dim, st.grid[0], st.grid[1], st.grid[2], rope,
+                 bf16 ? qkv16.data() : nullptr, 3 * dim, st.shard.first);
+    rope3d_apply(k, rows, heads, hd, 3 * dim, st.grid[0], st.grid[1], st.grid[2], rope,
+                 bf16 ? qkv16.data() + dim : nullptr, 3 * dim, st.shard.first);
+  }
+  if (bf16) {
+    profile::ScopedTimer pt("attention.convert");
+    const auto stride = static_cast<size_t>(3 * dim);
+    convert_float_rows(v, DType::kF32, stride, qkv16.data() + 2 * dim, DType::kBF16, stride,
+                       static_cast<size_t>(rows), static_cast<size_t>(dim));
+  }
+  if (st.capture) {
+    capture_rows(st, prefix + "q_rope", q, rows, dim, 3 * dim, Shape{1, rows, heads, hd});
+    capture_rows(st, prefix + "k_rope", k, rows, dim, 3 * dim, Shape{1, rows, heads, hd});
+  }
+  attn.resize(static_cast<size_t>(rows * dim));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if (!sequence_parallel()) {
+    if (bf16) {
+      attention_core<BFloat16>(index, st, qkv16.data(), qkv16.data() + dim, qkv16.data() + 2 * dim,
+                               q, k, v, 3 * dim, rows, heads, 0, attn.data(), dim);
+    } else {
+      attention_core<float>(index, st, q, k, v, q, k, v, 3 * dim, rows, heads, 0, attn.data(), dim);
+    }
+  } else if (bf16) {
+    // Policies estimate from f32 q and k: under Ulysses a bf16 run exchanges those too (only
+    // when a policy runs), so the plan is the one a single process makes.
+    std::vector<float> f32_heads;  // [U * rows][3][heads / U][hd]
+    const int64_t width = heads / ctx.mesh->ulysses().size() * hd;
+    if (attention)
+      ulysses_to_heads<float>(ctx.mesh->ulysses(), q, 3 * dim, rows, heads, hd, f32_heads);
+    AttentionCore<BFloat16> core = [&](const BFloat16* cq, const BFloat16* ck, const BFloat16* cv,
+                                       int64_t stride, int64_t tokens, int64_t h, int64_t first,
+                                       float* out, int64_t os) {
+      const float* q32 = f32_heads.empty() ? nullptr : f32_heads.data();
+      attention_core<BFloat16>(index, st, cq, ck, cv, q32, q32 ? q32 + width : nullptr,
+                               q32 ? q32 + 2 * width : nullptr, stride, tokens, h, first, out, os);
+    };
+    sequence_parallel_attention<BFloat16>(*ctx.mesh, st.shard, qkv16.data(), 3 * dim, heads, hd,
+                                          scale, core, attn.data(), dim);
+  } else {
+    AttentionCore<float> core = [&](const float* cq, const float* ck, const float* cv,
+                                    int64_t stride, int64_t tokens, int64_t h, int64_t first,
+                                    float* out, int64_t os) {
+      attention_core<float>(index, st, cq, ck, cv, cq, ck, cv, stride, tokens, h, first, out, os);
+    };
+    sequence_parallel_attention<float>(*ctx.mesh, st.shard, q, 3 * dim, heads, hd, scale, core,
+                                       attn.data(), dim);
+  }
+  tmp.resize(static_cast<size_t>(rows * dim));
   {
     profile::ScopedTimer pt("gemm.o");
-    linear_f32_in(w.o, attn.data(), L, tmp.data());
-  }  // [L, dim]
+    linear_f32_in(w.o, attn.data(), rows, tmp.data());
+  }  // [rows, dim]
   if (st.capture)
-    capture_rows(st, prefix + "self_attn_out", tmp.data(), L, dim, dim, Shape{1, L, dim});
-  gated_add(tmp.data(), 2);
+    capture_rows(st, prefix + "self_attn_out", tmp.data(), rows, dim, dim, Shape{1, rows, dim});
+  gated_add(st, x.data(), tmp.data(), dim, mod, 2);
+}
 
-  // ---- Cross-attention over the padded text (its padding rows as one counted row) and, for i2v,
-  // the image tokens.
+// Cross-attention over the padded text (its padding rows as one counted row) and, for i2v, the
+// image tokens. Per row: under a sequence-parallel mesh every rank attends its own rows to the
+// whole (replicated) context.
+void WanDit::Impl::cross_attention(int index, DitState& st) {
+  const DitConfig& c = cfg;
+  const DitBlockWeights& w = blocks[static_cast<size_t>(index)];
+  const int64_t rows = st.shard.per_rank, dim = c.dim, hd = c.head_dim();
+  const float eps = static_cast<float>(c.eps);
+  const bool bf16 = compute == DType::kBF16;
   if (!w.norm3_weight.empty()) {
-    layer_norm_rows(x.data(), act.data(), L, dim, w.norm3_weight.data(), w.norm3_bias.data(), eps);
+    layer_norm_rows(x.data(), act.data(), rows, dim, w.norm3_weight.data(), w.norm3_bias.data(),
+                    eps);
   } else {
-    std::memcpy(act.data(), x.data(), sizeof(float) * static_cast<size_t>(L * dim));
+    std::memcpy(act.data(), x.data(), sizeof(float) * static_cast<size_t>(rows * dim));
   }
-  float* cq = qkv.data();  // reuse: [L, dim]
+  float* cq = qkv.data();  // reuse: [rows, dim]
   {
     profile::ScopedTimer pt("gemm.cross_q");
-    linear_f32_in(w.cross_q, act.data(), L, cq);
+    linear_f32_in(w.cross_q, act.data(), rows, cq);
   }
-  rms_norm_strided(cq, L, dim, dim, w.cross_norm_q, eps);
-  auto attend = [&](const PackedLinear& kv_proj, const std::vector<float>& norm_k, const float* ctx,
-                    int64_t ctx_rows, int64_t last_repeat, float* out) {
+  rms_norm_strided(cq, rows, dim, dim, w.cross_norm_q, eps);
+  AttentionDims ad{};
+  ad.heads = c.num_heads;
+  ad.head_dim = hd;
+  ad.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  auto attend = [&](const PackedLinear& kv_proj, const std::vector<float>& norm_k,
+                    const float* ctx_rows_data, int64_t ctx_rows, int64_t last_repeat, float* out) {
     kv.resize(static_cast<size_t>(ctx_rows * 2 * dim));
     {
       profile::ScopedTimer pt("gemm.cross_kv");
-      linear_f32_in(kv_proj, ctx, ctx_rows, kv.data());
+      linear_f32_in(kv_proj, ctx_rows_data, ctx_rows, kv.data());
     }  // [ctx_rows, 2*dim] = k | v
     rms_norm_strided(kv.data(), ctx_rows, dim, 2 * dim, norm_k, eps);
     AttentionDims cd = ad;
-    cd.q_len = L;
+    cd.q_len = rows;
     cd.kv_len = ctx_rows;
     cd.kv_valid = ctx_rows;
     cd.kv_last_repeat = last_repeat;
@@ -214,10 +285,11 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
     cd.out_stride = dim;
     profile::ScopedTimer pt("attention.cross");
     if (bf16) {
-      // Only grow: shrinking would make the next block's resize to [L, 3*dim] zero-fill again.
-      if (qkv16.size() < static_cast<size_t>(L * dim)) qkv16.resize(static_cast<size_t>(L * dim));
+      // Only grow: shrinking would make the next block's resize to [rows, 3*dim] zero-fill again.
+      if (qkv16.size() < static_cast<size_t>(rows * dim))
+        qkv16.resize(static_cast<size_t>(rows * dim));
       kv16.resize(static_cast<size_t>(ctx_rows * 2 * dim));
-      convert_floats(cq, DType::kF32, qkv16.data(), DType::kBF16, static_cast<size_t>(L * dim));
+      convert_floats(cq, DType::kF32, qkv16.data(), DType::kBF16, static_cast<size_t>(rows * dim));
       convert_floats(kv.data(), DType::kF32, kv16.data(), DType::kBF16,
                      static_cast<size_t>(ctx_rows * 2 * dim));
       flash_attention(qkv16.data(), kv16.data(), kv16.data() + dim, out, cd);
@@ -228,44 +300,51 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
   attend(w.cross_kv, w.cross_norm_k, st.context.data(), st.context_rows, st.context_last_repeat,
          attn.data());
   if (c.kind == DitKind::kI2V) {
-    hidden.resize(static_cast<size_t>(L * dim));
+    hidden.resize(static_cast<size_t>(rows * dim));
     attend(w.cross_kv_img, w.cross_norm_k_img, st.clip.data(), st.clip_rows, 1, hidden.data());
-    add_rows(attn.data(), hidden.data(), L * dim);
+    add_rows(attn.data(), hidden.data(), rows * dim);
   }
   {
     profile::ScopedTimer pt("gemm.cross_o");
-    linear_f32_in(w.cross_o, attn.data(), L, tmp.data());
+    linear_f32_in(w.cross_o, attn.data(), rows, tmp.data());
   }
   if (st.capture)
-    capture_rows(st, prefix + "cross_attn_out", tmp.data(), L, dim, dim, Shape{1, L, dim});
-  add_rows(x.data(), tmp.data(), L * dim);
+    capture_rows(st, block_prefix(index) + "cross_attn_out", tmp.data(), rows, dim, dim,
+                 Shape{1, rows, dim});
+  add_rows(x.data(), tmp.data(), rows * dim);
+}
 
-  // ---- FFN.
-  {
-    profile::ScopedTimer pt("norm+modulate");
-    norm_modulate(3, 4);
-  }
+void WanDit::Impl::feed_forward(int index, DitState& st, const float* mod) {
+  const DitConfig& c = cfg;
+  const DitBlockWeights& w = blocks[static_cast<size_t>(index)];
+  const int64_t rows = st.shard.per_rank, dim = c.dim;
+  const bool bf16 = compute == DType::kBF16;
+  norm_modulate(st, x.data(), act.data(), act16.data(), bf16, dim, mod, 3, 4,
+                static_cast<float>(c.eps));
+  const void* act_in =
+      bf16 ? static_cast<const void*>(act16.data()) : static_cast<const void*>(act.data());
   if (bf16) {
     // The hidden layer only feeds the next bf16 GEMM: let oneDNN write it as bf16 directly.
-    hidden16.resize(static_cast<size_t>(L * c.ffn_dim));
+    hidden16.resize(static_cast<size_t>(rows * c.ffn_dim));
     {
       profile::ScopedTimer pt("gemm.ffn_in");
-      w.ffn_in.forward_bf16_out(act_in, L, hidden16.data());  // [L, ffn_dim], GELU fused
+      w.ffn_in.forward_bf16_out(act_in, rows, hidden16.data());  // [rows, ffn_dim], GELU fused
     }
     profile::ScopedTimer pt("gemm.ffn_out");
-    w.ffn_out.forward(hidden16.data(), L, tmp.data());
+    w.ffn_out.forward(hidden16.data(), rows, tmp.data());
   } else {
-    hidden.resize(static_cast<size_t>(L * c.ffn_dim));
+    hidden.resize(static_cast<size_t>(rows * c.ffn_dim));
     {
       profile::ScopedTimer pt("gemm.ffn_in");
-      w.ffn_in.forward(act_in, L, hidden.data());  // [L, ffn_dim], GELU fused
+      w.ffn_in.forward(act_in, rows, hidden.data());  // [rows, ffn_dim], GELU fused
     }
     profile::ScopedTimer pt("gemm.ffn_out");
-    w.ffn_out.forward(hidden.data(), L, tmp.data());
+    w.ffn_out.forward(hidden.data(), rows, tmp.data());
   }
-  if (st.capture) capture_rows(st, prefix + "ffn_out", tmp.data(), L, dim, dim, Shape{1, L, dim});
-  gated_add(tmp.data(), 5);
-  if (st.capture) capture_rows(st, prefix + "out", x.data(), L, dim, dim, Shape{1, L, dim});
+  if (st.capture)
+    capture_rows(st, block_prefix(index) + "ffn_out", tmp.data(), rows, dim, dim,
+                 Shape{1, rows, dim});
+  gated_add(st, x.data(), tmp.data(), dim, mod, 5);
 }
 
 }  // namespace vidax::wan

@@ -5,26 +5,30 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/exec_context.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/rope3d.h"
 #include "models/wan/dit.h"
+#include "nn/linear.h"
+#include "nn/sequence_parallel.h"
 #include "sparse/attention_policy.h"
 #include "sparse/sparse_attention.h"
 
 namespace vidax::wan {
 
+// Column-split linears produce head (or hidden) slices, row-split ones partial sums (nn/linear.h).
 struct DitBlockWeights {
-  PackedLinear qkv;  // self-attention q, k, v fused: [3*dim, dim]
-  PackedLinear o;
-  std::vector<float> norm_q, norm_k;        // [dim] each (empty when qk_norm is off)
-  PackedLinear cross_q, cross_kv, cross_o;  // cross_kv: k and v fused [2*dim, dim]
+  Linear qkv;                         // self-attention q, k, v fused: [3*dim, dim], column split
+  Linear o;                           // row split
+  std::vector<float> norm_q, norm_k;  // [dim] each (empty when qk_norm is off)
+  Linear cross_q, cross_kv, cross_o;  // cross_kv: k and v fused [2*dim, dim]
   std::vector<float> cross_norm_q, cross_norm_k;
-  PackedLinear cross_kv_img;  // i2v: k_img and v_img fused
+  Linear cross_kv_img;  // i2v: k_img and v_img fused
   std::vector<float> cross_norm_k_img;
   std::vector<float> norm3_weight, norm3_bias;  // empty when cross_attn_norm is off
-  PackedLinear ffn_in;                          // GELU(tanh) fused
-  PackedLinear ffn_out;
-  std::vector<float> modulation;  // [6 * dim]
+  Linear ffn_in;                                // GELU(tanh) fused, column split
+  Linear ffn_out;                               // row split
+  std::vector<float> modulation;                // [6 * dim]
 };
 
 // Tokens that share a timestep form runs; modulation vectors are per run.
@@ -34,7 +38,11 @@ struct TimestepRun {
 
 // Working state of one forward call.
 struct DitState {
-  int64_t tokens = 0;             // L
+  int64_t tokens = 0;  // L (the whole sequence)
+  // The rows this process holds (all L in one process; ceil(L / sp) under a sequence-parallel
+  // mesh, padding rows at the end of the last ranks). Every per-row op runs on shard.per_rank
+  // rows; `runs` index those local rows.
+  SeqShard shard;
   std::array<int64_t, 3> grid{};  // (F2, H2, W2)
   std::vector<TimestepRun> runs;
   int64_t unique_t = 0;
@@ -69,6 +77,7 @@ struct WanDit::Impl {
   std::vector<float> img_ln0_w, img_ln0_b, img_ln4_w, img_ln4_b;
   PackedLinear img1, img3;
   Rope3dTable rope;
+  ExecContext ctx;                                     // threads, profiler, mesh
   std::shared_ptr<sparse::AttentionPolicy> attention;  // null: dense
   sparse::AttentionDiagnostics* attention_diagnostics = nullptr;
   sparse::AttentionWorkspace attention_ws;
@@ -78,7 +87,20 @@ struct WanDit::Impl {
   Buffer<BFloat16> act16, qkv16, kv16, hidden16;
   Buffer<BFloat16> linear_in16;  // only linear_f32_in converts into this one
 
+  // The block as ops (dit_block.cpp): modulation vectors, then the three residual branches.
   void block_forward(int index, DitState& st);
+  void self_attention(int index, DitState& st, const float* mod);
+  void cross_attention(int index, DitState& st);
+  void feed_forward(int index, DitState& st, const float* mod);
+  // Self-attention on complete rows (one process, or a rank's heads after the Ulysses
+  // exchange): the policy's plan or dense flash attention. q/k/v are the kernel's dtype;
+  // q32/k32 (f32, same layout) feed the policy's estimators.
+  template <typename T>
+  void attention_core(int index, const DitState& st, const T* q, const T* k, const T* v,
+                      const float* q32, const float* k32, const float* v32, int64_t stride,
+                      int64_t tokens, int64_t heads, int64_t first_head, float* out,
+                      int64_t out_stride);
+  bool sequence_parallel() const;
   // Runs `linear` on f32 rows `in` (converted to bf16 on the bf16 path) into `out`.
   void linear_f32_in(const PackedLinear& linear, const float* in, int64_t rows, float* out);
 };

@@ -1,0 +1,37 @@
+// Starting and ending Open MPI for the process (built only with VIDAX_MPI).
+#define OMPI_SKIP_MPICXX 1  // the C API only
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "dist/mpi_world.h"
+
+namespace vidax::dist {
+
+void mpi_init(int* argc, char*** argv) {
+  int provided = 0;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    std::fprintf(stderr, "vidax: error: MPI_Init_thread failed\n");
+    std::exit(1);
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+void mpi_finalize() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Finalize();
+}
+
+int mpi_local_size() {
+  MPI_Comm local = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int n = 1;
+  MPI_Comm_size(local, &n);
+  MPI_Comm_free(&local);
+  return n;
+}
+
+}  // namespace vidax::dist

@@ -1,0 +1,163 @@
+#include "nn/sequence_parallel.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+#include "core/profile.h"
+#include "kernels/cpu/attention_lse.h"
+
+namespace vidax {
+namespace {
+
+template <typename T>
+constexpr DType wire_dtype() {
+  return std::is_same_v<T, float> ? DType::kF32 : DType::kBF16;
+}
+
+// Ring attention over the ring group: `q` holds this ring shard's rows (`rows`, the same count
+// on every ring rank), `kv` this shard's keys and values packed [rows][2 * width]. Chunk j holds
+// global rows [j * rows, (j + 1) * rows), of which those below `total` are real keys.
+template <typename T>
+void ring_attention(dist::Group& ring, const T* q, int64_t q_stride, std::vector<T>& kv,
+                    int64_t rows, int64_t total, int64_t heads, int64_t head_dim, float scale,
+                    float* out, int64_t out_stride) {
+  const int R = ring.size(), g = ring.rank();
+  const int64_t width = heads * head_dim;
+  std::vector<float> lse(static_cast<size_t>(rows * heads),
+                         -std::numeric_limits<float>::infinity());
+  std::vector<float> part(static_cast<size_t>(rows * width)), part_lse(lse.size());
+  std::vector<T> next(kv.size());
+  for (int64_t r = 0; r < rows; ++r) std::fill_n(out + r * out_stride, width, 0.0f);
+  for (int s = 0; s < R; ++s) {
+    const int owner = ((g - s) % R + R) % R;  // ring rank whose rows this chunk holds
+    // Pass the chunk on while attending to it (the next step's chunk arrives meanwhile).
+    if (s + 1 < R) {
+      profile::ScopedTimer pt("comm.ring");
+      ring.send_recv(kv.data(), static_cast<int64_t>(kv.size()), (g + 1) % R, next.data(),
+                     static_cast<int64_t>(next.size()), (g - 1 + R) % R, wire_dtype<T>());
+    }
+    const int64_t valid = std::clamp<int64_t>(total - owner * rows, 0, rows);
+    if (valid > 0) {
+      ChunkAttentionDims d;
+      d.q_len = rows;
+      d.kv_valid = valid;
+      d.heads = heads;
+      d.head_dim = head_dim;
+      d.q_stride = q_stride;
+      d.k_stride = d.v_stride = 2 * width;
+      d.out_stride = width;
+      d.scale = scale;
+      attention_with_lse(q, kv.data(), kv.data() + width, part.data(), part_lse.data(), d);
+      merge_attention_partial(out, lse.data(), part.data(), part_lse.data(), rows, heads, head_dim,
+                              out_stride, width);
+    }
+    if (s + 1 < R) kv.swap(next);
+  }
+}
+
+}  // namespace
+
+SeqShard seq_shard(int64_t total, int sp_rank, int sp_size) {
+  VIDAX_CHECK(sp_size >= 1 && sp_rank >= 0 && sp_rank < sp_size, "seq_shard ", sp_rank, "/",
+              sp_size);
+  SeqShard s;
+  s.total = total;
+  s.sp_rank = sp_rank;
+  s.sp_size = sp_size;
+  s.per_rank = (total + sp_size - 1) / sp_size;
+  s.first = s.per_rank * sp_rank;
+  s.real = std::clamp<int64_t>(total - s.first, 0, s.per_rank);
+  return s;
+}
+
+template <typename T>
+void ulysses_to_heads(dist::Group& ulysses, const T* qkv, int64_t stride, int64_t rows,
+                      int64_t heads, int64_t head_dim, std::vector<T>& out) {
+  const int U = ulysses.size();
+  const int64_t dim = heads * head_dim, width = heads / U * head_dim;
+  std::vector<T> send(static_cast<size_t>(U * rows * 3 * width));
+  for (int d = 0; d < U; ++d)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int p = 0; p < 3; ++p)
+        std::memcpy(send.data() + ((d * rows + r) * 3 + p) * width,
+                    qkv + r * stride + p * dim + d * width, sizeof(T) * static_cast<size_t>(width));
+  out.resize(send.size());
+  profile::ScopedTimer pt("comm.ulysses");
+  ulysses.all_to_all(send.data(), out.data(), rows * 3 * width, wire_dtype<T>());
+}
+
+template <typename T>
+void sequence_parallel_attention(const dist::Mesh& mesh, const SeqShard& shard, const T* qkv,
+                                 int64_t stride, int64_t heads, int64_t head_dim, float scale,
+                                 const AttentionCore<T>& core, float* out, int64_t out_stride) {
+  dist::Group& uly = mesh.ulysses();
+  dist::Group& ring = mesh.ring();
+  const int U = uly.size(), u = uly.rank();
+  const int64_t dim = heads * head_dim;
+  VIDAX_CHECK(heads % U == 0, "ulysses ", U, " does not divide ", heads, " heads");
+  const int64_t hl = heads / U, width = hl * head_dim, lr = shard.per_rank;
+  const int64_t rows = lr * U;  // rows of this ring shard after the exchange
+
+  // ---- Ulysses in: [lr][3][heads][hd] -> [U * lr][3][hl][hd] (this rank's heads, all rows).
+  std::vector<T> gathered;
+  const T* q = qkv;
+  int64_t q_stride = stride;
+  if (U > 1) {
+    ulysses_to_heads(uly, qkv, stride, lr, heads, head_dim, gathered);
+    q = gathered.data();
+    q_stride = 3 * width;
+  }
+  const T* k = q + (U > 1 ? width : dim);
+  const T* v = q + (U > 1 ? 2 * width : 2 * dim);
+
+  // ---- Attention over the complete sequence (ring: chunk by chunk).
+  std::vector<float> heads_out(static_cast<size_t>(rows * width), 0.0f);  // [rows][hl][hd]
+  if (ring.size() == 1) {
+    // Padding rows sit at the end: they are neither queries nor keys.
+    core(q, k, v, q_stride, shard.total, hl, u * hl, heads_out.data(), width);
+  } else {
+    std::vector<T> kv(static_cast<size_t>(rows * 2 * width));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(kv.data() + r * 2 * width, k + r * q_stride,
+                  sizeof(T) * static_cast<size_t>(width));
+      std::memcpy(kv.data() + r * 2 * width + width, v + r * q_stride,
+                  sizeof(T) * static_cast<size_t>(width));
+    }
+    ring_attention(ring, q, q_stride, kv, rows, shard.total, hl, head_dim, scale, heads_out.data(),
+                   width);
+  }
+
+  // ---- Ulysses out: [U * lr][hl][hd] -> [lr][heads][hd].
+  if (U > 1) {
+    std::vector<float> back(heads_out.size());
+    {
+      profile::ScopedTimer pt("comm.ulysses");
+      uly.all_to_all(heads_out.data(), back.data(), lr * width, DType::kF32);
+    }
+    for (int d = 0; d < U; ++d)
+      for (int64_t r = 0; r < lr; ++r)
+        std::memcpy(out + r * out_stride + d * width, back.data() + (d * lr + r) * width,
+                    sizeof(float) * static_cast<size_t>(width));
+  } else {
+    for (int64_t r = 0; r < lr; ++r)
+      std::memcpy(out + r * out_stride, heads_out.data() + r * width,
+                  sizeof(float) * static_cast<size_t>(width));
+  }
+  for (int64_t r = shard.real; r < lr; ++r) std::fill_n(out + r * out_stride, dim, 0.0f);
+}
+
+template void ulysses_to_heads<float>(dist::Group&, const float*, int64_t, int64_t, int64_t,
+                                      int64_t, std::vector<float>&);
+template void ulysses_to_heads<BFloat16>(dist::Group&, const BFloat16*, int64_t, int64_t, int64_t,
+                                         int64_t, std::vector<BFloat16>&);
+template void sequence_parallel_attention<float>(const dist::Mesh&, const SeqShard&, const float*,
+                                                 int64_t, int64_t, int64_t, float,
+                                                 const AttentionCore<float>&, float*, int64_t);
+template void sequence_parallel_attention<BFloat16>(const dist::Mesh&, const SeqShard&,
+                                                    const BFloat16*, int64_t, int64_t, int64_t,
+                                                    float, const AttentionCore<BFloat16>&, float*,
+                                                    int64_t);
+
+}  // namespace vidax
