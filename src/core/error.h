@@ -17,6 +17,13 @@ class InputError : public std::runtime_error {
   explicit InputError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// An InputError that every process of a multi-process job raises alike (a bad --mesh, ranks
+// started differently): the CLI prints it once, from rank 0, instead of once per rank.
+class JobInputError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 // Concatenates anything streamable: str_cat("tensor ", name, " has ", n, " dims").
 template <typename... Args>
 std::string str_cat(Args&&... args) {
@@ -28,6 +35,11 @@ std::string str_cat(Args&&... args) {
 template <typename... Args>
 [[noreturn]] void throw_input_error(Args&&... args) {
   throw InputError(str_cat(std::forward<Args>(args)...));
+}
+
+template <typename... Args>
+[[noreturn]] void throw_job_input_error(Args&&... args) {
+  throw JobInputError(str_cat(std::forward<Args>(args)...));
 }
 
 [[noreturn]] void check_failed(const char* file, int line, const char* condition,

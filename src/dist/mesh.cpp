@@ -21,15 +21,16 @@ MeshSpec parse_mesh_spec(const std::string& text, const std::string& flag) {
         text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     const size_t eq = part.find('=');
     if (eq == std::string::npos)
-      throw_input_error(flag,
-                        ": expected AXIS=N[,AXIS=N]* with axes cfg, ring, ulysses (or sp), "
-                        "tp; got '",
-                        part, "' in '", text, "'");
+      throw_job_input_error(flag,
+                            ": expected AXIS=N[,AXIS=N]* with axes cfg, ring, ulysses (or sp), "
+                            "tp; got '",
+                            part, "' in '", text, "'");
     const std::string axis = part.substr(0, eq), value = part.substr(eq + 1);
     char* end = nullptr;
     const long n = std::strtol(value.c_str(), &end, 10);
     if (value.empty() || *end != '\0' || n < 1 || n > 65536)
-      throw_input_error(flag, ": axis '", axis, "' needs a positive integer, got '", value, "'");
+      throw_job_input_error(flag, ": axis '", axis, "' needs a positive integer, got '", value,
+                            "'");
     int* slot = nullptr;
     int index = 0;
     if (axis == "cfg") {
@@ -41,10 +42,10 @@ MeshSpec parse_mesh_spec(const std::string& text, const std::string& flag) {
     } else if (axis == "tp") {
       slot = &spec.tp, index = 3;
     } else {
-      throw_input_error(flag, ": unknown axis '", axis,
-                        "' (expected cfg, ring, ulysses (or sp), tp)");
+      throw_job_input_error(flag, ": unknown axis '", axis,
+                            "' (expected cfg, ring, ulysses (or sp), tp)");
     }
-    if (seen[index]) throw_input_error(flag, ": axis '", axis, "' given twice in '", text, "'");
+    if (seen[index]) throw_job_input_error(flag, ": axis '", axis, "' given twice in '", text, "'");
     seen[index] = true;
     *slot = static_cast<int>(n);
     if (comma == std::string::npos) break;
@@ -55,28 +56,28 @@ MeshSpec parse_mesh_spec(const std::string& text, const std::string& flag) {
 
 void validate_mesh(const MeshSpec& spec, int world_size, const std::string& flag) {
   if (spec.cfg > 2)
-    throw_input_error(flag, ": cfg=", spec.cfg,
-                      " (classifier-free guidance has 2 branches: "
-                      "cfg is 1 or 2)");
+    throw_job_input_error(flag, ": cfg=", spec.cfg,
+                          " (classifier-free guidance has 2 branches: "
+                          "cfg is 1 or 2)");
   if (spec.tp > 1)
-    throw_input_error(flag, ": tp=", spec.tp, ": tensor parallelism is not implemented yet ",
-                      "(use cfg, ring and ulysses)");
+    throw_job_input_error(flag, ": tp=", spec.tp, ": tensor parallelism is not implemented yet ",
+                          "(use cfg, ring and ulysses)");
   if (spec.size() != world_size)
-    throw_input_error(flag, ": ", spec.str(), " has ", spec.size(), " ranks, but the job has ",
-                      world_size, " process", world_size == 1 ? "" : "es",
-                      " (start it with mpirun -n ", spec.size(), ")");
+    throw_job_input_error(flag, ": ", spec.str(), " has ", spec.size(), " ranks, but the job has ",
+                          world_size, " process", world_size == 1 ? "" : "es",
+                          " (start it with mpirun -n ", spec.size(), ")");
 }
 
 void validate_mesh_for_model(const MeshSpec& spec, int64_t heads, bool has_cfg,
                              const std::string& flag) {
   if (heads % (spec.ulysses * spec.tp) != 0)
-    throw_input_error(flag, ": ulysses=", spec.ulysses,
-                      spec.tp > 1 ? str_cat(" x tp=", spec.tp) : "",
-                      " does not divide the model's ", heads, " attention heads");
+    throw_job_input_error(flag, ": ulysses=", spec.ulysses,
+                          spec.tp > 1 ? str_cat(" x tp=", spec.tp) : "",
+                          " does not divide the model's ", heads, " attention heads");
   if (spec.cfg == 2 && !has_cfg)
-    throw_input_error(flag,
-                      ": cfg=2 needs classifier-free guidance (a negative context and a "
-                      "guide scale other than 1)");
+    throw_job_input_error(flag,
+                          ": cfg=2 needs classifier-free guidance (a negative context and a "
+                          "guide scale other than 1)");
 }
 
 Mesh::Mesh(const MeshSpec& spec, Group& world) : spec_(spec), world_(&world) {

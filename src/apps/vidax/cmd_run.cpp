@@ -75,8 +75,8 @@ Tensor drop_batch_dim(const Tensor& t, int rank) {
 void run_dit(const DitArgs& a, const std::string& in_path, const std::string& out_path) {
   const auto mesh = make_mesh(a.mesh);
   if (mesh->spec().cfg > 1)
-    throw_input_error("--mesh: run dit runs single forward passes; cfg=", mesh->spec().cfg,
-                      " needs run denoise or generate");
+    throw_job_input_error("--mesh: run dit runs single forward passes; cfg=", mesh->spec().cfg,
+                          " needs run denoise or generate");
   auto in = SafetensorsFile::open(in_path);
   wan::WanDit model = load_dit(a, *mesh, false);
   // A single sample uses plain names; a batch uses x.0, x.1, ... (and context.<i>, ...).

@@ -55,20 +55,19 @@ int run_cli(int argc, char** argv);
 
 namespace {
 
-// An error under mpirun: printed once when every rank raised it before any collective (the
-// arguments are identical on every rank, so they all fail alike), else by the failing rank;
-// then every process ends (dist::fail_job), so no rank waits for a dead peer.
-int report_error(const std::string& message) {
+// An error under mpirun: printed once, by rank 0, when every rank raises it alike (a
+// JobInputError, or any error before the first collective: the ranks run the same arguments),
+// else by the failing rank; then every process ends (dist::fail_job), so no rank waits for a
+// dead peer.
+int report_error(const std::string& message, bool same_on_every_rank = false) {
   const vidax::dist::Group& world = vidax::dist::world();
   if (world.size() == 1) {
     std::fprintf(stderr, "vidax: error: %s\n", message.c_str());
     return 1;
   }
-  const bool before_collectives = world.sequence() == 0;
-  if (before_collectives && world.rank() == 0) {
-    std::fprintf(stderr, "vidax: error: %s\n", message.c_str());
-  }
-  vidax::dist::fail_job(message, !before_collectives);
+  const bool once = same_on_every_rank || world.sequence() == 0;
+  if (once && world.rank() == 0) std::fprintf(stderr, "vidax: error: %s\n", message.c_str());
+  vidax::dist::fail_job(message, !once);
 }
 
 }  // namespace
@@ -120,6 +119,8 @@ int run_cli(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const vidax::JobInputError& e) {
+    return report_error(e.what(), true);
   } catch (const vidax::InputError& e) {
     return report_error(e.what());
   } catch (const std::bad_alloc&) {

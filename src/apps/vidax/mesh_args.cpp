@@ -90,8 +90,8 @@ std::unique_ptr<dist::Mesh> make_mesh(const MeshArgs& args) {
       if (all[static_cast<size_t>(r * kFieldCount + f)] != all[static_cast<size_t>(f)])
         differ.append(differ.empty() ? "" : ",").append(std::to_string(r));
     if (!differ.empty())
-      throw_input_error("the ranks were not started alike: ", field_name(f),
-                        " differ between rank 0 and rank(s) ", differ);
+      throw_job_input_error("the ranks were not started alike: ", field_name(f),
+                            " differ between rank 0 and rank(s) ", differ);
   }
   return std::make_unique<dist::Mesh>(spec, world);
 }

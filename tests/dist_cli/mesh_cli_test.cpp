@@ -1,0 +1,358 @@
+// The real `vidax` under the real `mpirun`: every mesh shape gives the single-process result
+// (run dit, run denoise; the golden fixtures; random models with other head counts and sequence
+// lengths that do not divide), and every failure (bad mesh, ranks started differently, an error
+// on one rank, a killed rank, a stopped rank) ends every process with an error and no output.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "io/safetensors.h"
+#include "models/wan/dit_random.h"
+#include "models/wan/dit_tensors.h"
+#include "support/test_support.h"
+
+namespace vidax {
+namespace {
+
+using vidax::testing::TempDir;
+using Result = vidax::testing::CommandResult;
+
+std::string mpirun(int n, const std::string& args, const std::string& env = "") {
+  return "env " + env +
+         " " VIDAX_MPIEXEC
+         " --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -n " +
+         std::to_string(n) + " " VIDAX_BINARY " " + args;
+}
+Result run_mpi(int n, const std::string& args, const std::string& env = "") {
+  return vidax::testing::run_shell(mpirun(n, args, env) + " 2>&1");
+}
+Result run_one(const std::string& args) {
+  return vidax::testing::run_shell("OMP_NUM_THREADS=1 " VIDAX_BINARY " " + args + " 2>&1");
+}
+
+// Largest |a - b| relative to max |b|.
+double rel_diff(const Tensor& a, const Tensor& b) {
+  const auto x = a.to_float_vector(), y = b.to_float_vector();
+  EXPECT_EQ(x.size(), y.size());
+  double d = 0, m = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    d = std::max(d, static_cast<double>(std::fabs(x[i] - y[i])));
+    m = std::max(m, static_cast<double>(std::fabs(y[i])));
+  }
+  return d / std::max(m, 1e-30);
+}
+
+// A random Wan DiT folder (weights + config.json) with `heads` heads of width 32.
+std::string write_random_dit(const TempDir& dir, int64_t heads, int64_t layers, uint64_t seed) {
+  wan::DitConfig c;
+  c.dim = heads * 32;
+  c.num_heads = heads;
+  c.ffn_dim = 96;
+  c.num_layers = layers;
+  c.text_dim = 48;
+  c.text_len = 24;
+  c.freq_dim = 32;
+  const std::string folder = dir.file("dit" + std::to_string(heads));
+  std::filesystem::create_directories(folder);
+  const wan::WeightFn w = wan::random_dit_weights(c, DType::kF32, seed);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& d : wan::dit_tensor_decls(c)) tensors.emplace_back(d.name, w(d.name));
+  write_safetensors(folder + "/model.safetensors", tensors, {});
+  std::ofstream(folder + "/config.json") << c.to_json();
+  return folder;
+}
+
+// Inputs for `run dit` on a latent of f x h x w (tokens f * h/2 * w/2); per_token gives the
+// Wan 2.2 form (one timestep per token, two values).
+std::string write_dit_inputs(const TempDir& dir, int64_t f, int64_t h, int64_t w, bool per_token) {
+  const int64_t tokens = f * (h / 2) * (w / 2);
+  Tensor x =
+      Tensor::from_floats(vidax::testing::random_floats(16 * f * h * w, 11), Shape{16, f, h, w});
+  Tensor ctx = Tensor::from_floats(vidax::testing::random_floats(5 * 48, 12), Shape{5, 48});
+  Tensor t;
+  if (per_token) {
+    std::vector<float> v(static_cast<size_t>(tokens));
+    for (int64_t i = 0; i < tokens; ++i) v[static_cast<size_t>(i)] = i < tokens / 3 ? 0.0f : 640.0f;
+    t = Tensor::from_floats(v, Shape{tokens});
+  } else {
+    t = Tensor::from_floats(std::vector<float>{731.0f}, Shape{1});
+  }
+  const std::string path = dir.file("in_" + std::to_string(tokens) + ".safetensors");
+  write_safetensors(path, {{"x", x}, {"t", t}, {"context", ctx}}, {});
+  return path;
+}
+
+Tensor output(const std::string& path, const std::string& name) {
+  return SafetensorsFile::open(path).tensor(name);
+}
+
+struct MeshCase {
+  int ranks;
+  std::string mesh;
+  double tolerance;  // relative to max |single-process result|
+};
+
+TEST(MeshCli, RunDitOnTheFixtureEqualsOneProcessAndTheReference) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(io_path, "dit_t2v_tiny.io.safetensors");
+  TempDir dir;
+  auto io = SafetensorsFile::open(io_path);
+  const std::string in = dir.file("in.safetensors");
+  write_safetensors(in, {{"x", io.tensor("x")},
+                         {"t", io.tensor("call0.t")},
+                         {"context", io.tensor("context")},
+                         {"seq_len", io.tensor("seq_len")}});
+  const std::string common = "run dit --weights " + weights + " --in " + in + " --out ";
+  const Result one = run_one(common + dir.file("one.safetensors"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  const Tensor ref = output(dir.file("one.safetensors"), "out");
+  // 18 tokens, 2 heads: ulysses 2, ring 3 (divides), ring 4 / 8 (padding), combinations.
+  for (const MeshCase& c :
+       {MeshCase{2, "ulysses=2", 1e-6}, MeshCase{3, "ring=3", 1e-5}, MeshCase{4, "ring=4", 1e-5},
+        MeshCase{4, "ulysses=2,ring=2", 1e-5}, MeshCase{8, "ulysses=2,ring=4", 1e-5}}) {
+    const std::string out = dir.file("mesh.safetensors");
+    const Result r = run_mpi(c.ranks, common + out + " --mesh " + c.mesh);
+    ASSERT_EQ(r.code, 0) << c.mesh << "\n" << r.out;
+    const Tensor got = output(out, "out");
+    EXPECT_LE(rel_diff(got, ref), c.tolerance) << c.mesh;
+    EXPECT_TRUE(vidax::testing::all_close(got, io.tensor("call0.out"), 1e-4, 1e-4, c.mesh));
+    std::filesystem::remove(out);
+  }
+}
+
+TEST(MeshCli, RunDitOnRandomModelsWithRaggedSequences) {
+  TempDir dir;
+  // 4 heads; 3 x 5 x 3 = 45 tokens (divides by none of 2, 4, 8 ranks) and per-token timesteps.
+  const std::string model = write_random_dit(dir, 4, 2, 7);
+  for (bool per_token : {false, true}) {
+    const std::string in = write_dit_inputs(dir, 3, 10, 6, per_token);
+    const std::string common = "run dit --weights " + model + " --in " + in + " --out ";
+    const Result one = run_one(common + dir.file("one.safetensors"));
+    ASSERT_EQ(one.code, 0) << one.out;
+    const Tensor ref = output(dir.file("one.safetensors"), "out");
+    for (const MeshCase& c :
+         {MeshCase{4, "ulysses=4", 1e-6}, MeshCase{2, "ring=2", 1e-5},
+          MeshCase{8, "ulysses=4,ring=2", 1e-5}, MeshCase{6, "ulysses=2,ring=3", 1e-5}}) {
+      const std::string out = dir.file("mesh.safetensors");
+      const Result r = run_mpi(c.ranks, common + out + " --mesh " + c.mesh);
+      ASSERT_EQ(r.code, 0) << c.mesh << "\n" << r.out;
+      EXPECT_LE(rel_diff(output(out, "out"), ref), c.tolerance)
+          << c.mesh << (per_token ? " per-token t" : "");
+      std::filesystem::remove(out);
+    }
+  }
+}
+
+TEST(MeshCli, Bf16UlyssesEqualsOneProcess) {
+  TempDir dir;
+  const std::string model = write_random_dit(dir, 6, 2, 3);
+  const std::string in = write_dit_inputs(dir, 2, 6, 8, false);  // 24 tokens
+  const std::string common =
+      "run dit --precision bf16 --weights " + model + " --in " + in + " --out ";
+  ASSERT_EQ(run_one(common + dir.file("one.safetensors")).code, 0);
+  const Result r = run_mpi(3, common + dir.file("mesh.safetensors") + " --mesh ulysses=3");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_LE(rel_diff(output(dir.file("mesh.safetensors"), "out"),
+                     output(dir.file("one.safetensors"), "out")),
+            1e-6);
+}
+
+TEST(MeshCli, RunDenoiseWithCfgUlyssesAndRingEqualsOneProcess) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(io_path, "cfg_loop_tiny.io.safetensors");
+  TempDir dir;
+  auto io = SafetensorsFile::open(io_path);
+  const std::string in = dir.file("in.safetensors");
+  write_safetensors(in, {{"noise", io.tensor("noise")},
+                         {"context", io.tensor("context")},
+                         {"context_null", io.tensor("context_null")},
+                         {"seq_len", io.tensor("seq_len")}});
+  const std::string common = "run denoise --steps 4 --shift 5 --guide-scale 5 --weights " +
+                             weights + " --in " + in + " --out ";
+  const Result one = run_one(common + dir.file("one.safetensors"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  const Tensor ref = output(dir.file("one.safetensors"), "final_latent");
+  EXPECT_TRUE(vidax::testing::all_close(ref, io.tensor("final_latent"), 1e-4, 1e-4, "one"));
+  for (const MeshCase& c :
+       {MeshCase{2, "cfg=2", 0.0}, MeshCase{4, "cfg=2,ulysses=2", 1e-6},
+        MeshCase{8, "cfg=2,ulysses=2,ring=2", 1e-5}, MeshCase{3, "ring=3", 1e-5}}) {
+    const std::string out = dir.file("mesh.safetensors");
+    const Result r = run_mpi(c.ranks, common + out + " --mesh " + c.mesh);
+    ASSERT_EQ(r.code, 0) << c.mesh << "\n" << r.out;
+    const Tensor got = output(out, "final_latent");
+    EXPECT_LE(rel_diff(got, ref), c.tolerance) << c.mesh;
+    EXPECT_TRUE(vidax::testing::all_close(got, io.tensor("final_latent"), 1e-4, 1e-4, c.mesh));
+    // Progress lines come from rank 0 alone.
+    EXPECT_EQ(vidax::testing::count_lines(r.out), 4) << r.out;
+    std::filesystem::remove(out);
+  }
+}
+
+// ---- Failures: a one-line error, non-zero exit of the job, no output file.
+
+void expect_job_error(const Result& r, const std::string& needle, const std::string& out) {
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos) << "expected '" << needle << "' in:\n" << r.out;
+  EXPECT_FALSE(std::filesystem::exists(out)) << out;
+}
+
+int count_vidax_errors(const std::string& text) {
+  int n = 0;
+  for (size_t p = text.find("vidax: error:"); p != std::string::npos;
+       p = text.find("vidax: error:", p + 1))
+    ++n;
+  return n;
+}
+
+TEST(MeshCli, BadMeshesAreRefusedBeforeAnyWork) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  TempDir dir;
+  const std::string in = write_dit_inputs(dir, 1, 4, 4, false);
+  const std::string out = dir.file("out.safetensors");
+  const std::string common = "run dit --weights " + weights + " --in " + in + " --out " + out;
+  struct Bad {
+    int ranks;
+    std::string mesh, needle;
+  };
+  for (const Bad& b : {Bad{2, "ulysses=4", "has 4 ranks, but the job has 2 processes"},
+                       Bad{2, "pipeline=2", "unknown axis 'pipeline'"},
+                       Bad{2, "ulysses=x", "needs a positive integer"},
+                       Bad{2, "tp=2", "tensor parallelism is not implemented"},
+                       Bad{3, "ulysses=3", "does not divide the model's 2 attention heads"},
+                       Bad{2, "cfg=2", "needs run denoise or generate"}}) {
+    const Result r = run_mpi(b.ranks, common + " --mesh " + b.mesh);
+    expect_job_error(r, b.needle, out);
+    EXPECT_EQ(count_vidax_errors(r.out), 1) << b.mesh << ": one line from rank 0\n" << r.out;
+  }
+  // One process asked for a two-rank mesh.
+  expect_job_error(run_one(common + " --mesh cfg=2,ring=1"), "start it with mpirun -n 2", out);
+}
+
+TEST(MeshCli, RanksStartedWithDifferentArgumentsAreRefused) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  TempDir dir;
+  const std::string in = write_dit_inputs(dir, 1, 4, 4, false);
+  const std::string out = dir.file("out.safetensors");
+  const std::string a =
+      "run dit --weights " + weights + " --in " + in + " --out " + out + " --mesh ulysses=2";
+  // MPMD: rank 0 and rank 1 get different --precision.
+  const std::string cmd = std::string(VIDAX_MPIEXEC) +
+                          " --allow-run-as-root --oversubscribe --bind-to none -x "
+                          "OMP_NUM_THREADS=1 -n 1 " VIDAX_BINARY " " +
+                          a + " : -n 1 " VIDAX_BINARY " " + a + " --precision bf16 2>&1";
+  const Result r = vidax::testing::run_shell(cmd);
+  expect_job_error(r, "the command-line arguments differ between rank 0 and rank(s) 1", out);
+}
+
+TEST(MeshCli, AnErrorOnOneRankEndsEveryRank) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  TempDir dir;
+  // Same arguments, same file size and time, different content: rank 1 alone cannot read its
+  // input (each rank runs in its own folder), after the ranks have already exchanged data.
+  for (const char* sub : {"a", "b"}) std::filesystem::create_directories(dir.file(sub));
+  const std::string good = write_dit_inputs(dir, 1, 4, 4, false);
+  std::filesystem::copy_file(good, dir.file("a/in.safetensors"));
+  std::filesystem::copy_file(good, dir.file("b/in.safetensors"));
+  {
+    std::fstream f(dir.file("b/in.safetensors"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f.write("\xff\xff\xff\xff\xff\xff\xff\x7f", 8);  // an impossible header length
+  }
+  vidax::testing::run_shell("touch -r " + dir.file("a/in.safetensors") + " " +
+                            dir.file("b/in.safetensors"));
+  const std::string out = dir.file("out.safetensors");
+  const std::string a =
+      "run dit --weights " + weights + " --in in.safetensors --out " + out + " --mesh ulysses=2";
+  const std::string cmd = std::string(VIDAX_MPIEXEC) +
+                          " --allow-run-as-root --oversubscribe --bind-to none -x "
+                          "OMP_NUM_THREADS=1 -n 1 -wdir " +
+                          dir.file("a") + " " VIDAX_BINARY " " + a + " : -n 1 -wdir " +
+                          dir.file("b") + " " VIDAX_BINARY " " + a + " 2>&1";
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result r = vidax::testing::run_shell("timeout 60 " + cmd);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+  expect_job_error(r, "rank 1:", out);
+  EXPECT_NE(r.code, 124) << "timed out: a rank waited forever";
+}
+
+// A denoise long enough to be interrupted: 4 heads, 8 x 16 x 16 latent (512 tokens), 400 steps.
+struct LongRun {
+  std::string model, in, out, args;
+};
+LongRun long_denoise(const TempDir& dir) {
+  LongRun l;
+  l.model = write_random_dit(dir, 4, 2, 5);
+  Tensor noise =
+      Tensor::from_floats(vidax::testing::random_floats(16 * 8 * 16 * 16, 3), Shape{16, 8, 16, 16});
+  Tensor ctx = Tensor::from_floats(vidax::testing::random_floats(5 * 48, 4), Shape{5, 48});
+  l.in = dir.file("long_in.safetensors");
+  write_safetensors(l.in, {{"noise", noise}, {"context", ctx}, {"context_null", ctx}}, {});
+  l.out = dir.file("long_out.safetensors");
+  l.args = "run denoise --steps 400 --weights " + l.model + " --in " + l.in + " --out " + l.out +
+           " --mesh ulysses=2 --no-step-latents";
+  return l;
+}
+
+// The pid of the world rank 1 process started by the job (children of mpirun run `vidax`).
+std::string rank1_pid(const std::string& marker) {
+  for (int i = 0; i < 100; ++i) {
+    const Result r =
+        vidax::testing::run_shell("for p in $(pgrep -f '" + marker +
+                                  "'); do if tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null"
+                                  " | grep -qx OMPI_COMM_WORLD_RANK=1; then echo $p; fi; done");
+    std::string pid = r.out.substr(0, r.out.find('\n'));
+    if (!pid.empty()) return pid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return "";
+}
+
+void interrupt_rank1(const std::string& signal, const std::string& extra,
+                     const std::string& needle) {
+  TempDir dir;
+  const LongRun l = long_denoise(dir);
+  const std::string cmd = "timeout 90 " + mpirun(2, l.args + extra) + " > " + dir.file("log.txt") +
+                          " 2>&1; echo $? > " + dir.file("rc.txt");
+  std::thread job([&] { vidax::testing::run_shell(cmd); });
+  const std::string pid = rank1_pid(l.out);
+  if (pid.empty()) {
+    job.join();
+    std::ifstream log_file(dir.file("log.txt"));
+    FAIL() << "rank 1 was not found running: "
+           << std::string((std::istreambuf_iterator<char>(log_file)), {});
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // well into the steps
+  const auto t0 = std::chrono::steady_clock::now();
+  vidax::testing::run_shell("kill -" + signal + " " + pid);
+  job.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::ifstream rc_file(dir.file("rc.txt"));
+  int rc = -1;
+  rc_file >> rc;
+  std::ifstream log_file(dir.file("log.txt"));
+  const std::string log((std::istreambuf_iterator<char>(log_file)), {});
+  EXPECT_NE(rc, 0) << log;
+  EXPECT_NE(rc, 124) << "the job outlived the timeout\n" << log;
+  EXPECT_LT(seconds, 30.0) << log;
+  EXPECT_FALSE(std::filesystem::exists(l.out));
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("")))
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+  if (!needle.empty()) {
+    EXPECT_NE(log.find(needle), std::string::npos) << log;
+  }
+  vidax::testing::run_shell("kill -9 " + pid + " 2>/dev/null");
+}
+
+TEST(MeshCli, AKilledRankEndsTheJobWithoutOutput) { interrupt_rank1("9", "", ""); }
+
+TEST(MeshCli, AStoppedRankIsCaughtByTheCollectiveTimeout) {
+  interrupt_rank1("STOP", " --dist-timeout 3", "did not complete within 3 s");
+}
+
+}  // namespace
+}  // namespace vidax
