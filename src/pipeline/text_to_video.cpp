@@ -14,6 +14,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "dist/mesh.h"
+#include "dist/tensor_collectives.h"
 #include "io/temp_paths.h"
 #include "io/video_writer.h"
 #include "kernels/cpu/gemm.h"
@@ -231,27 +233,49 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
   spec.crf = o.crf;
   if (write_video && o.crf < 0 && video_format_for_path(o.output) == VideoFormat::kMp4)
     spec.crf = kWanOfficialMp4Crf;
+  const dist::Mesh* mesh = o.ctx.mesh;
+  const bool output_rank = mesh == nullptr || mesh->world().rank() == 0;
   std::unique_ptr<VideoWriter> writer;
-  if (write_video) writer = VideoWriter::open(o.output, spec);
+  if (write_video && output_rank) writer = VideoWriter::open(o.output, spec);
 
   // 1. Text: both prompts, then the encoder is released before the DiT loads.
   const std::string negative = o.negative_prompt.value_or(kWanDefaultNegativePrompt);
   Tensor context, context_null;
   {
     const auto t0 = Clock::now();
-    progress.begin_phase("encode text", 2, "prompt");
-    const auto tokenizer = wan::Tokenizer::open(plan.files.tokenizer);
-    const auto ck = wan::T5Checkpoint::open(plan.files.t5);
-    wan::T5Encoder t5(ck.config(), ck.loader(), o.precision);
-    ck.source().release_resident_pages();
-    auto t_prompt = Clock::now();
-    context = t5.encode(tokenizer.encode(o.prompt, plan.prompt_tokens));  // [L, text_dim]
-    progress.tick(1, seconds_since(t_prompt));
-    // The reference always encodes and runs the negative branch, whatever the guide scale.
-    t_prompt = Clock::now();
-    context_null = t5.encode(tokenizer.encode(negative, plan.prompt_tokens));
-    progress.tick(2, seconds_since(t_prompt));
-    progress.end_phase();
+    // Under a mesh only the first rank of each CFG branch's sequence group loads umT5: with
+    // cfg=2 it encodes its own branch's prompt only, with cfg=1 both; the contexts are then
+    // broadcast in that group.
+    const bool cfg_split = mesh != nullptr && mesh->cfg().size() > 1;
+    const int branch = cfg_split ? mesh->cfg_rank() : -1;
+    const bool encoder = mesh == nullptr || mesh->sp_rank() == 0;
+    if (encoder) {
+      progress.begin_phase("encode text", cfg_split ? 1 : 2, "prompt");
+      const auto tokenizer = wan::Tokenizer::open(plan.files.tokenizer);
+      const auto ck = wan::T5Checkpoint::open(plan.files.t5);
+      wan::T5Encoder t5(ck.config(), ck.loader(), o.precision);
+      ck.source().release_resident_pages();
+      int done = 0;
+      auto t_prompt = Clock::now();
+      if (branch != 1) {
+        context = t5.encode(tokenizer.encode(o.prompt, plan.prompt_tokens));  // [L, text_dim]
+        progress.tick(++done, seconds_since(t_prompt));
+      }
+      // The reference always encodes and runs the negative branch, whatever the guide scale.
+      if (branch != 0) {
+        t_prompt = Clock::now();
+        context_null = t5.encode(tokenizer.encode(negative, plan.prompt_tokens));
+        progress.tick(++done, seconds_since(t_prompt));
+      }
+      progress.end_phase();
+    }
+    if (mesh != nullptr && mesh->sp().size() > 1) {
+      if (branch != 1) dist::broadcast_tensor(mesh->sp(), context, 0);
+      if (branch != 0) dist::broadcast_tensor(mesh->sp(), context_null, 0);
+    }
+    // A CFG rank runs one branch: the other branch's context is never read (denoise.h).
+    if (branch == 0) context_null = context;
+    if (branch == 1) context = context_null;
     r.encode_seconds = seconds_since(t0);
   }
 
@@ -267,21 +291,26 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
     wan::WanDit dit(ck.config(), ck.loader(), o.precision);
     ck.source().release_resident_pages();
     dit.set_attention(attention->name() == "dense" ? nullptr : attention, o.attention_diagnostics);
+    dit.set_context(o.ctx);
     const Tensor noise = torch_randn(o.seed, Shape{g.channels, g.frames, g.height, g.width});
     progress.begin_phase("denoise", o.denoise.steps, "step");
     double step_seconds = 0;
-    latent = denoise(dit, noise, context, context_null, plan.seq_len, o.denoise,
-                     [&](const DenoiseStep& s) {
-                       step_seconds += s.seconds;
-                       progress.tick(s.index + 1, s.seconds);
-                     });
+    latent = denoise(
+        dit, noise, context, context_null, plan.seq_len, o.denoise,
+        [&](const DenoiseStep& s) {
+          step_seconds += s.seconds;
+          progress.tick(s.index + 1, s.seconds);
+        },
+        o.ctx);
     progress.end_phase();
     r.denoise_seconds = seconds_since(t0);
     r.seconds_per_step = step_seconds / o.denoise.steps;
   }
 
-  // 3. Decode, streaming each chunk of frames into the writer as it is produced.
-  {
+  // 3. Decode, streaming each chunk of frames into the writer as it is produced. Under a mesh
+  // a tiled decode deals its tiles to every rank; an untiled one runs on rank 0 alone.
+  const bool share_decode = mesh != nullptr && mesh->world().size() > 1 && o.vae_tile > 0;
+  if (output_rank || share_decode) {
     const auto t0 = Clock::now();
     const auto ck = wan::VaeCheckpoint::open(plan.files.vae);
     wan::WanVae vae(ck.config(), ck.loader(), o.vae_precision, wan::VaeParts::kDecoder);
@@ -290,6 +319,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
     wan::VaeDecodeOptions tiling;
     tiling.tile_h = tiling.tile_w = o.vae_tile;
     tiling.overlap = o.vae_tile > 0 ? std::max<int64_t>(1, o.vae_tile / 8) : 0;
+    if (share_decode) tiling.group = &mesh->world();
     int done = 0;
     auto t_chunk = Clock::now();
     vae.decode(
@@ -306,7 +336,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
     r.decode_seconds = seconds_since(t0);
   }
   r.total_seconds = seconds_since(t_start);
-  if (!write_video) {
+  if (!write_video || !output_rank) {
     r.output.clear();
     r.sidecar.clear();
     return r;
@@ -343,6 +373,8 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
                   {"vae_tile", o.vae_tile},
                   {"attention_canonical", attention->name()},
                   {"threads", omp_get_max_threads()},
+                  {"mesh", mesh != nullptr ? mesh->spec().str() : dist::MeshSpec{}.str()},
+                  {"processes", mesh != nullptr ? mesh->world().size() : 1},
                   {"plan", plan.to_json()},
                   {"model_sha256", hashes},
                   {"timings",

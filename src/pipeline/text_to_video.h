@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/exec_context.h"
 #include "models/wan/dit.h"
 #include "pipeline/denoise.h"
 #include "pipeline/model_files.h"
@@ -56,6 +57,11 @@ struct GenerateOptions {
   std::vector<std::string> command_line;  // argv, recorded in the sidecar
   // Sees every chunk of decoded frames ([3, n, H, W] F32, raw) after the writer got it.
   std::function<void(const Tensor& frames)> on_frames;
+  // Threads and the device mesh (core/exec_context.h). Under a mesh every rank calls generate()
+  // with the same options: the text is encoded once per CFG branch and broadcast, the DiT runs
+  // split over the mesh, a tiled VAE decode deals its tiles to the ranks; world rank 0 alone
+  // writes the video and the sidecar (which records the mesh) and reports progress.
+  ExecContext ctx;
 };
 
 struct GenerationPlan {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "dist/mesh.h"
 #include "io/safetensors.h"
 #include "models/wan/dit_random.h"
 #include "models/wan/dit_tensors.h"
@@ -20,6 +21,7 @@ namespace {
 
 using vidax::testing::TempDir;
 using Result = vidax::testing::CommandResult;
+using vidax::testing::count_lines;
 
 std::string mpirun(int n, const std::string& args, const std::string& env = "") {
   return "env " + env +
@@ -189,6 +191,63 @@ TEST(MeshCli, RunDenoiseWithCfgUlyssesAndRingEqualsOneProcess) {
     // Progress lines come from rank 0 alone.
     EXPECT_EQ(vidax::testing::count_lines(r.out), 4) << r.out;
     std::filesystem::remove(out);
+  }
+}
+
+// The frames of a PNG-folder video as raw RGB bytes (ffmpeg, which setup installs).
+std::string raw_frames(const std::string& folder) {
+  const std::string raw = folder + ".rgb";
+  const Result r = vidax::testing::run_shell("ffmpeg -v error -y -i " + folder +
+                                             "/frame_%05d.png -f rawvideo -pix_fmt rgb24 " + raw);
+  EXPECT_EQ(r.code, 0) << r.out;
+  std::ifstream in(raw, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+int max_byte_diff(const std::string& a, const std::string& b) {
+  EXPECT_EQ(a.size(), b.size());
+  int d = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    d = std::max(d, std::abs(static_cast<int>(static_cast<uint8_t>(a[i])) -
+                             static_cast<int>(static_cast<uint8_t>(b[i]))));
+  return d;
+}
+
+TEST(MeshCli, GenerateWritesTheSameFramesOnEveryMesh) {
+  TempDir dir;
+  const std::string model = dir.file("model");
+  ASSERT_EQ(vidax::testing::run_vidax("random-model " + model + " --heads 2 --tokenizer " +
+                                      std::string(VIDAX_SOURCE_DIR) +
+                                      "/tests/data/tokenizer/spiece.model")
+                .code,
+            0);
+  const std::string common = "generate --model " + model +
+                             " --prompt 'a red square' --size 64x64 --frames 5 --steps 3 "
+                             "--seed 11 --no-hash --precision fp32 ";
+  ASSERT_EQ(run_one(common + "-o " + dir.file("one")).code, 0);
+  ASSERT_EQ(run_one(common + "--vae-tile 4 -o " + dir.file("one_tiled")).code, 0);
+  const std::string one = raw_frames(dir.file("one")), tiled = raw_frames(dir.file("one_tiled"));
+  ASSERT_EQ(one.size(), 5u * 64 * 64 * 3);
+  struct Case {
+    int ranks;
+    std::string mesh, extra;
+    int max_diff;  // 8-bit levels; 0 where the mesh is bitwise
+  };
+  for (const Case& c :
+       {Case{2, "cfg=2", "", 0}, Case{2, "ulysses=2", "", 0},
+        Case{4, "cfg=2,ulysses=2", "--vae-tile 4", 0}, Case{3, "ring=3", "--vae-tile 4", 1},
+        Case{8, "cfg=2,ring=2,ulysses=2", "", 1}}) {
+    const std::string out = dir.file("mesh_" + std::to_string(c.ranks));
+    const Result r = run_mpi(c.ranks, common + c.extra + " --mesh " + c.mesh + " -o " + out);
+    ASSERT_EQ(r.code, 0) << c.mesh << "\n" << r.out;
+    EXPECT_EQ(count_lines(r.out), 1) << "one summary line, from rank 0\n" << r.out;
+    EXPECT_LE(max_byte_diff(raw_frames(out), c.extra.empty() ? one : tiled), c.max_diff) << c.mesh;
+    std::ifstream sidecar(out + ".json");
+    const std::string text((std::istreambuf_iterator<char>(sidecar)), {});
+    EXPECT_NE(text.find("\"mesh\": \"" + dist::parse_mesh_spec(c.mesh).str()), std::string::npos)
+        << text;
+    std::filesystem::remove_all(out);
+    std::filesystem::remove(out + ".json");
   }
 }
 

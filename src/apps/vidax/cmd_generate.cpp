@@ -8,7 +8,9 @@
 #include <random>
 
 #include "apps/vidax/commands.h"
+#include "apps/vidax/mesh_args.h"
 #include "core/error.h"
+#include "dist/tensor_collectives.h"
 #include "io/temp_paths.h"
 #include "pipeline/text_to_video.h"
 #include "sampling/scheduler.h"
@@ -25,6 +27,7 @@ struct GenerateArgs {
   int64_t frames = 81, steps = 50, seed = -1, vae_tile = 0, crf = -1;
   double shift = 5.0, guide_scale = 5.0, fps = 16;
   bool dry_run = false, progress = false, no_hash = false, json = false;
+  MeshArgs mesh;
 };
 
 std::vector<std::string> command_line_of(int argc, char** argv) {
@@ -115,16 +118,29 @@ void register_generate(CLI::App& app, int argc, char** argv) {
   cmd->add_flag("--progress", a->progress, "progress display even when stderr is not a terminal");
   cmd->add_flag("--no-hash", a->no_hash, "skip the SHA-256 of the model files in the sidecar");
   cmd->add_flag("--json", a->json, "print the plan (dry run) or the result as JSON on stdout");
+  add_mesh_args(cmd, a->mesh);
   const std::vector<std::string> command_line = command_line_of(argc, argv);
   cmd->callback([a, command_line, negative, size, frames, fps] {
     a->negative_given = negative->count() > 0;
     a->size_given = size->count() > 0;
     a->frames_given = frames->count() > 0;
     a->fps_given = fps->count() > 0;
+    const auto mesh = make_mesh(a->mesh);
     GenerateOptions o = to_options(*a);
     o.command_line = command_line;
+    o.ctx.mesh = mesh.get();
+    // A random seed is drawn on rank 0 and shared, so every rank draws the same noise.
+    o.seed = dist::broadcast_u64(mesh->world(), o.seed, 0);
     const GenerationPlan plan = plan_generation(o);
+    check_mesh_for_model(*mesh, plan.dit_config.value("num_heads", int64_t{0}),
+                         true);  // generate always runs both branches, as the reference
+    if (mesh->spec().ring > 1 && a->attention != "dense")
+      throw_job_input_error("--attention ", a->attention, ": sparse attention runs under ",
+                            "ulysses and cfg; ring attention is dense only (--mesh ", a->mesh.spec,
+                            ")");
+    const bool output_rank = is_output_rank();
     if (a->dry_run) {
+      if (!output_rank) return;
       if (a->json)
         std::printf(
             "%s\n",
@@ -135,8 +151,9 @@ void register_generate(CLI::App& app, int argc, char** argv) {
     }
     require_fits(plan.memory, plan.available_bytes);
     install_temp_cleanup_handlers();
-    Progress progress(stderr, Progress::should_enable(a->progress));
+    Progress progress(stderr, output_rank && Progress::should_enable(a->progress));
     const GenerationResult r = generate(o, plan, progress);
+    if (!output_rank) return;
     if (a->json) {
       nlohmann::json j = {{"output", r.output},
                           {"sidecar", r.sidecar},

@@ -11,6 +11,7 @@ void register_random_model(CLI::App& app) {
   struct Args {
     std::string dir, layout = "official", tokenizer;
     uint64_t seed = 0;
+    int64_t heads = 1;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -19,11 +20,19 @@ void register_random_model(CLI::App& app) {
   cmd->add_option("--layout", a->layout, "official | diffusers | comfyui (default official)");
   cmd->add_option("--tokenizer", a->tokenizer, "spiece.model to ship with the model")->required();
   cmd->add_option("--seed", a->seed, "weight seed (default 0)");
+  cmd->add_option("--heads", a->heads,
+                  "DiT attention heads: 1, 2 or 4 (default 1; more heads allow --mesh ulysses)");
   cmd->callback([a] {
     // The T5 vocabulary must cover every id the tokenizer can produce.
     const auto tokenizer = wan::Tokenizer::open(a->tokenizer);
     RandomModelSpec spec = tiny_random_model_spec(tokenizer.vocab_size());
     spec.seed = a->seed;
+    if (a->heads != 1 && a->heads != 2 && a->heads != 4)
+      throw_input_error(
+          "--heads: expected 1, 2 or 4 (the DiT's 128 channels in heads of an even "
+          "width that RoPE's three axes split), got ",
+          a->heads);
+    spec.dit.num_heads = a->heads;
     write_random_model(a->dir, a->layout, spec, tokenizer.path());
     std::printf("wrote a tiny random Wan 2.1 T2V model (%s layout) to %s\n", a->layout.c_str(),
                 a->dir.c_str());

@@ -27,6 +27,10 @@
 #include "models/wan/dit.h"  // Precision, WeightFn, CaptureFn
 #include "models/wan/vae_config.h"
 
+namespace vidax::dist {
+class Group;
+}
+
 namespace vidax::wan {
 
 // Receives [3, n, H, W] F32 RAW (unclamped) frames, in order.
@@ -38,6 +42,11 @@ using FrameSink = std::function<void(const Tensor& frames)>;
 // per-frame activations (and the tile-local oneDNN work), not the caches.
 struct VaeDecodeOptions {
   int64_t tile_h = 0, tile_w = 0, overlap = 0;
+  // Tiled decode across processes: tile k is decoded by rank k % size of this group, the
+  // decoded tiles are exchanged after every latent frame, and every rank blends them in the
+  // single-process order, so every rank's frames equal one process's tiled decode bit for bit.
+  // Every rank of the group must call decode() with the same latent. Null: this process alone.
+  dist::Group* group = nullptr;
 };
 
 // Which halves to load: a text-to-video pipeline only decodes, image-to-video also encodes.

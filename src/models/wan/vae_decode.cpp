@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "dist/group.h"
 #include "models/wan/vae.h"
 #include "models/wan/vae_impl.h"
 #include "nn/video_ops.h"
@@ -109,16 +110,56 @@ void WanVae::decode(const Tensor& latent_in, const FrameSink& sink, const VaeDec
       Tensor wsum = Tensor::zeros(Shape{hh, ww});
       float* acc = out.mutable_data<float>();
       float* wsp = wsum.mutable_data<float>();
+      // Every tile has the same size (tile_spans), so a decoded tile is `tile_floats` floats.
+      const int64_t th = (hs[0].end - hs[0].begin) * ss, tw = (ws[0].end - ws[0].begin) * ss;
+      const int64_t tile_floats = 3 * n_out * th * tw;
+      const int64_t n_tiles = static_cast<int64_t>(hs.size() * ws.size());
+      const int ranks = opt.group != nullptr ? opt.group->size() : 1;
+      const int me = opt.group != nullptr ? opt.group->rank() : 0;
+      auto owner = [&](int64_t slot) { return static_cast<int>(slot % ranks); };
+      auto owned = [&](int r) { return (n_tiles - r + ranks - 1) / ranks; };  // slots r, r+P, ...
+      // This rank's decoded tiles [owned][3, n_out, th, tw], in slot order.
+      std::vector<float> mine(static_cast<size_t>(owned(me) * tile_floats));
+      for (int64_t slot = me; slot < n_tiles; slot += ranks) {
+        ctx.slot = static_cast<size_t>(slot);
+        const Span sh = hs[static_cast<size_t>(slot) / ws.size()];
+        const Span sw = ws[static_cast<size_t>(slot) % ws.size()];
+        Frames crop = Frames::make(1, sh.end - sh.begin, sw.end - sw.begin, z);
+        for (int64_t y = sh.begin; y < sh.end; ++y)
+          std::memcpy(crop.data.data() + (y - sh.begin) * crop.w * z,
+                      pq.frame(i) + (y * lw + sw.begin) * z,
+                      static_cast<size_t>(crop.w * z) * sizeof(float));
+        Tensor tile = Tensor::zeros(Shape{3, n_out, th, tw});
+        int64_t pos = 0;
+        m.decode_latent_frame(crop, ctx, [&](Frames&& f) {
+          VIDAX_CHECK(pos + f.t <= n_out, "decoder produced too many frames");
+          unpatchify_frames(f.data.data(), f.t, f.h, f.w, 3, p, tile.slice(1, pos, pos + f.t));
+          pos += f.t;
+        });
+        VIDAX_CHECK(pos == n_out, "decoder produced ", pos, " frames, expected ", n_out);
+        std::memcpy(mine.data() + (slot / ranks) * tile_floats, tile.data<float>(),
+                    sizeof(float) * static_cast<size_t>(tile_floats));
+      }
+      // Every rank's tiles on every rank: [rank][owned(rank)][tile].
+      std::vector<float> all;
+      std::vector<int64_t> first(static_cast<size_t>(ranks) + 1, 0);
+      if (ranks > 1) {
+        std::vector<int64_t> counts(static_cast<size_t>(ranks));
+        for (int r = 0; r < ranks; ++r) {
+          counts[static_cast<size_t>(r)] = owned(r) * tile_floats;
+          first[static_cast<size_t>(r) + 1] =
+              first[static_cast<size_t>(r)] + counts[static_cast<size_t>(r)];
+        }
+        all.resize(static_cast<size_t>(first.back()));
+        opt.group->all_gather_v(mine.data(), all.data(), counts, DType::kF32);
+      } else {
+        all = std::move(mine);
+      }
+      // Blend in slot order, exactly as one process does.
       for (size_t a = 0; a < hs.size(); ++a)
         for (size_t b = 0; b < ws.size(); ++b) {
-          ctx.slot = a * ws.size() + b;
+          const int64_t slot = static_cast<int64_t>(a * ws.size() + b);
           const Span sh = hs[a], sw = ws[b];
-          const int64_t th = (sh.end - sh.begin) * ss, tw = (sw.end - sw.begin) * ss;
-          Frames crop = Frames::make(1, sh.end - sh.begin, sw.end - sw.begin, z);
-          for (int64_t y = sh.begin; y < sh.end; ++y)
-            std::memcpy(crop.data.data() + (y - sh.begin) * crop.w * z,
-                        pq.frame(i) + (y * lw + sw.begin) * z,
-                        static_cast<size_t>(crop.w * z) * sizeof(float));
           std::vector<float> wy(static_cast<size_t>(th)), wx(static_cast<size_t>(tw));
           for (int64_t y = 0; y < th; ++y)
             wy[static_cast<size_t>(y)] =
@@ -126,22 +167,15 @@ void WanVae::decode(const Tensor& latent_in, const FrameSink& sink, const VaeDec
           for (int64_t x = 0; x < tw; ++x)
             wx[static_cast<size_t>(x)] =
                 edge_weight(x, tw, b > 0, b + 1 < ws.size(), opt.overlap * ss);
-          int64_t pos = 0;
-          m.decode_latent_frame(crop, ctx, [&](Frames&& f) {
-            VIDAX_CHECK(pos + f.t <= n_out, "decoder produced too many frames");
-            Tensor tile = Tensor::zeros(Shape{3, f.t, th, tw});
-            unpatchify_frames(f.data.data(), f.t, f.h, f.w, 3, p, tile);
-            const float* tp = tile.data<float>();
-            for (int64_t c = 0; c < 3; ++c)
-              for (int64_t k = 0; k < f.t; ++k)
-                for (int64_t y = 0; y < th; ++y)
-                  for (int64_t x = 0; x < tw; ++x)
-                    acc[((c * n_out + pos + k) * hh + sh.begin * ss + y) * ww + sw.begin * ss +
-                        x] += tp[((c * f.t + k) * th + y) * tw + x] * wy[static_cast<size_t>(y)] *
-                              wx[static_cast<size_t>(x)];
-            pos += f.t;
-          });
-          VIDAX_CHECK(pos == n_out, "decoder produced ", pos, " frames, expected ", n_out);
+          const float* tp =
+              all.data() + first[static_cast<size_t>(owner(slot))] + (slot / ranks) * tile_floats;
+          for (int64_t c = 0; c < 3; ++c)
+            for (int64_t k = 0; k < n_out; ++k)
+              for (int64_t y = 0; y < th; ++y)
+                for (int64_t x = 0; x < tw; ++x)
+                  acc[((c * n_out + k) * hh + sh.begin * ss + y) * ww + sw.begin * ss + x] +=
+                      tp[((c * n_out + k) * th + y) * tw + x] * wy[static_cast<size_t>(y)] *
+                      wx[static_cast<size_t>(x)];
           for (int64_t y = 0; y < th; ++y)
             for (int64_t x = 0; x < tw; ++x)
               wsp[(sh.begin * ss + y) * ww + sw.begin * ss + x] +=
