@@ -92,6 +92,17 @@ Mesh::Mesh(const MeshSpec& spec, Group& world) : spec_(spec), world_(&world) {
   ring_ = world.split((c * U + u) * T + t, g, "ring");
 }
 
+CommStats Mesh::stats() const {
+  CommStats s = world_->stats();
+  for (const Group* g : {cfg_.get(), sp_.get(), ulysses_.get(), ring_.get()}) s.add(g->stats());
+  return s;
+}
+
+void Mesh::reset_stats() {
+  world_->reset_stats();
+  for (Group* g : {cfg_.get(), sp_.get(), ulysses_.get(), ring_.get()}) g->reset_stats();
+}
+
 std::unique_ptr<Mesh> Mesh::single() {
   std::unique_ptr<Mesh> m(new Mesh());
   m->own_world_ = make_self_group("world");

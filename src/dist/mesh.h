@@ -60,6 +60,10 @@ class Mesh {
   Group& ulysses() const { return *ulysses_; }  // one ring shard's Ulysses group
   Group& ring() const { return *ring_; }        // one Ulysses rank's ring
 
+  // Collective statistics of every group of the mesh, summed (dist/group.h).
+  CommStats stats() const;
+  void reset_stats();
+
   int cfg_rank() const { return cfg_->rank(); }
   int sp_rank() const { return sp_->rank(); }
   bool single_process() const { return spec_.size() == 1; }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/convert.h"
 #include "core/error.h"
 #include "core/profile.h"
 #include "kernels/cpu/attention_lse.h"
@@ -129,10 +130,19 @@ void sequence_parallel_attention(const dist::Mesh& mesh, const SeqShard& shard, 
                    width);
   }
 
-  // ---- Ulysses out: [U * lr][hl][hd] -> [lr][heads][hd].
+  // ---- Ulysses out: [U * lr][hl][hd] -> [lr][heads][hd]. A bf16 run sends the output as bf16:
+  // the o projection rounds its input to bf16 anyway, so the result is the same bits.
   if (U > 1) {
     std::vector<float> back(heads_out.size());
-    {
+    if (std::is_same_v<T, BFloat16>) {
+      std::vector<BFloat16> send16(heads_out.size()), back16(heads_out.size());
+      convert_floats(heads_out.data(), DType::kF32, send16.data(), DType::kBF16, heads_out.size());
+      {
+        profile::ScopedTimer pt("comm.ulysses");
+        uly.all_to_all(send16.data(), back16.data(), lr * width, DType::kBF16);
+      }
+      convert_floats(back16.data(), DType::kBF16, back.data(), DType::kF32, back.size());
+    } else {
       profile::ScopedTimer pt("comm.ulysses");
       uly.all_to_all(heads_out.data(), back.data(), lr * width, DType::kF32);
     }

@@ -11,10 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/vidax/commands.h"
+#include "apps/vidax/mesh_args.h"
 #include "core/profile.h"
 #include "kernels/cpu/peak.h"
 #include "models/wan/dit.h"
 #include "models/wan/dit_checkpoint.h"
+#include "models/wan/dit_comm_model.h"
 #include "models/wan/dit_random.h"
 #include "models/wan/dit_tensors.h"
 #include "sampling/torch_randn.h"
@@ -25,7 +27,8 @@ namespace {
 struct BenchArgs {
   std::string model = "wan2.1-t2v-1.3b", weights, size = "416x240", precision = "bf16";
   int64_t frames = 17, context_tokens = 512, iters = 2, warmup = 1, timestep = 500;
-  bool json = false, no_peak = false, profile = false;
+  bool json = false, no_peak = false, profile = false, guided = false;
+  MeshArgs mesh;
 };
 
 size_t peak_rss_bytes() {
@@ -35,6 +38,9 @@ size_t peak_rss_bytes() {
 }
 
 void bench_dit(const BenchArgs& a) {
+  const auto mesh = make_mesh(a.mesh);
+  const bool guided = a.guided || mesh->spec().cfg > 1;
+  const bool out_rank = is_output_rank();
   const wan::Precision p = wan::parse_precision(a.precision, "--precision");
   const auto [width, height] = parse_size(a.size, "--size");
   if (width % 16 != 0 || height % 16 != 0)
@@ -82,7 +88,11 @@ void bench_dit(const BenchArgs& a) {
                         " tokens) need ~", need / (1 << 30), " GiB; this machine has ",
                         have / (1 << 30), " GiB");
   }
+  check_mesh_for_model(*mesh, cfg.num_heads, true);
   wan::WanDit model(cfg, weights, p);
+  ExecContext ctx;
+  ctx.mesh = mesh.get();
+  model.set_context(ctx);
   if (ck) ck->source().release_resident_pages();  // packed copies are all we need now
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
@@ -98,22 +108,51 @@ void bench_dit(const BenchArgs& a) {
   s.t = Tensor::from_floats(std::vector<float>{static_cast<float>(a.timestep)}, Shape{1});
   const int64_t tokens = lat_f * lat_h * lat_w / cfg.patch_volume();
 
-  for (int64_t i = 0; i < a.warmup; ++i) model.forward(s);
+  // One timed unit: a forward, or with --guided a guided step (the conditional and the
+  // unconditional forward: both in one process, one per rank under cfg=2, whose predictions are
+  // then exchanged).
+  dist::Group& cfg_group = mesh->cfg();
+  auto unit = [&] {
+    if (!guided) {
+      model.forward(s);
+      return;
+    }
+    if (cfg_group.size() > 1) {
+      s.cfg_branch = cfg_group.rank();
+      const Tensor mine = model.forward(s);
+      Tensor both = Tensor::zeros(Shape{2, mine.numel()});
+      cfg_group.all_gather(mine.data<float>(), both.mutable_data<float>(), mine.numel(),
+                           DType::kF32);
+    } else {
+      s.cfg_branch = 0;
+      model.forward(s);
+      s.cfg_branch = 1;
+      model.forward(s);
+    }
+  };
+  for (int64_t i = 0; i < a.warmup; ++i) unit();
   profile::set_enabled(a.profile);
+  mesh->world().barrier();
+  mesh->reset_stats();
   double total = 0, best = 1e30;
   for (int64_t i = 0; i < a.iters; ++i) {
+    mesh->world().barrier();  // every rank starts the unit together; the slowest rank counts
     const auto t0 = std::chrono::steady_clock::now();
-    model.forward(s);
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    unit();
+    float slowest = std::chrono::duration<float>(std::chrono::steady_clock::now() - t0).count();
+    mesh->world().all_reduce(&slowest, 1, DType::kF32, dist::ReduceOp::kMax);
+    const double dt = slowest;
     total += dt;
     best = std::min(best, dt);
   }
+  const dist::CommStats comm = mesh->stats();
   profile::set_enabled(false);
   const double seconds = total / static_cast<double>(a.iters);
-  const double flops = wan::WanDit::forward_flops(cfg, tokens);
+  const double flops =
+      wan::WanDit::forward_flops(cfg, tokens) * (guided ? 2.0 : 1.0) / mesh->world().size();
   const double gflops = flops / seconds * 1e-9;
   PeakFlops peak;
-  if (!a.no_peak) peak = measure_peak_flops();
+  if (!a.no_peak && mesh->world().size() == 1) peak = measure_peak_flops();
   // The bf16 reference is the fastest bf16 unit the machine has: AMX tiles where present (what
   // oneDNN's bf16 GEMMs run on), else AVX512_BF16 dot products.
   // bf16 runs on the machine's fastest bf16 route: AMX tiles, else bf16 values widened to f32
@@ -138,11 +177,37 @@ void bench_dit(const BenchArgs& a) {
                       {"peak_amx_bf16_gflops", peak.amx_bf16_gflops},
                       {"peak_f32_gflops", peak.f32_gflops},
                       {"weight_bytes", model.weight_bytes()},
-                      {"peak_rss_bytes", peak_rss_bytes()}};
+                      {"peak_rss_bytes", peak_rss_bytes()},
+                      {"guided", guided},
+                      {"mesh", mesh->spec().str()},
+                      {"ranks", mesh->world().size()}};
+  if (guided) j["seconds_per_step"] = seconds;
+  if (mesh->world().size() > 1) {
+    // Per timed unit, this rank (rank 0; the mesh is symmetric): measured and modelled bytes.
+    const wan::DitCommBytes model_bytes =
+        wan::dit_comm_bytes(cfg, tokens, mesh->spec(), p, s.x.numel());
+    const double forwards_per_unit = guided && cfg_group.size() == 1 ? 2.0 : 1.0;
+    nlohmann::json kinds = nlohmann::json::object();
+    for (int k = 0; k < static_cast<int>(dist::CollectiveKind::kCount); ++k) {
+      const size_t i = static_cast<size_t>(k);
+      if (comm.calls[i] == 0) continue;
+      const double n = static_cast<double>(a.iters);
+      kinds[dist::collective_name(static_cast<dist::CollectiveKind>(k))] = {
+          {"calls", static_cast<double>(comm.calls[i]) / n},
+          {"bytes_sent", static_cast<double>(comm.bytes_sent[i]) / n},
+          {"seconds", comm.seconds[i] / n}};
+    }
+    j["comm_measured"] = kinds;
+    j["comm_model_bytes"] = {{"all_to_all", model_bytes.ulysses * forwards_per_unit},
+                             {"send_recv", model_bytes.ring * forwards_per_unit},
+                             {"all_gather", model_bytes.sp_gather * forwards_per_unit +
+                                                (guided ? model_bytes.cfg_gather : 0.0)}};
+  }
   nlohmann::json phases = nlohmann::json::object();
   for (const auto& [name, v] : profile::snapshot())
     phases[name] = v.first / static_cast<double>(a.iters);
   if (a.profile) j["seconds_per_forward_by_phase"] = phases;
+  if (!out_rank) return;
   if (a.json) {
     std::printf("%s\n", j.dump().c_str());
     return;
@@ -151,8 +216,16 @@ void bench_dit(const BenchArgs& a) {
               j["model"].get<std::string>().c_str(), a.precision.c_str(),
               static_cast<long long>(a.frames), a.size.c_str(), static_cast<long long>(tokens),
               omp_get_max_threads());
-  std::printf("seconds per forward: %.3f (best %.3f, %lld iters after %lld warm-up)\n", seconds,
-              best, static_cast<long long>(a.iters), static_cast<long long>(a.warmup));
+  std::printf("seconds per %s: %.3f (best %.3f, %lld iters after %lld warm-up)%s%s\n",
+              guided ? "guided step (2 forwards)" : "forward", seconds, best,
+              static_cast<long long>(a.iters), static_cast<long long>(a.warmup),
+              mesh->world().size() > 1 ? ", mesh " : "",
+              mesh->world().size() > 1 ? mesh->spec().str().c_str() : "");
+  if (j.contains("comm_measured"))
+    for (const auto& [kind, v] : j["comm_measured"].items())
+      std::printf("  %-14s %6.0f calls  %10.3f MiB sent  %8.4f s\n", kind.c_str(),
+                  v["calls"].get<double>(), v["bytes_sent"].get<double>() / (1 << 20),
+                  v["seconds"].get<double>());
   std::printf("work: %.1f GFLOP per forward -> %.1f GFLOP/s", flops * 1e-9, gflops);
   if (peak_ref > 0)
     std::printf(" = %.0f%% of the measured %s peak (%.0f GFLOP/s)", 100 * gflops / peak_ref,
@@ -176,6 +249,7 @@ void register_bench(CLI::App& app) {
   bench->fallthrough();
   register_bench_vae(bench);
   register_bench_attention(bench);
+  register_bench_comm(bench);
   {
     auto* cmd = bench->add_subcommand("dit", "Time DiT forward passes at real model shapes");
     auto a = std::make_shared<BenchArgs>();
@@ -192,6 +266,10 @@ void register_bench(CLI::App& app) {
     cmd->add_flag("--no-peak", a->no_peak, "skip the peak measurement");
     cmd->add_flag("--profile", a->profile,
                   "time each phase of the forward (GEMMs, attention, ...)");
+    cmd->add_flag("--guided", a->guided,
+                  "time guided steps (conditional + unconditional forward; implied by --mesh "
+                  "cfg=2)");
+    add_mesh_args(cmd, a->mesh);
     cmd->fallthrough();
     cmd->callback([=] { bench_dit(*a); });
   }

@@ -13,12 +13,13 @@
 #include "models/wan/dit_checkpoint.h"
 #include "pipeline/denoise.h"
 #include "sampling/torch_randn.h"
+#include "sparse/attention_policy.h"
 
 namespace vidax::cli {
 namespace {
 
 struct DitArgs {
-  std::string weights, config, precision = "fp32";
+  std::string weights, config, precision = "fp32", attention = "dense";
   MeshArgs mesh;
 };
 
@@ -27,6 +28,8 @@ void add_dit_args(CLI::App* cmd, DitArgs& a) {
       ->required();
   cmd->add_option("--config", a.config, "config.json overriding the checkpoint's own config");
   cmd->add_option("--precision", a.precision, "fp32 | bf16 (default fp32)");
+  cmd->add_option("--attention", a.attention,
+                  "self-attention policy, as generate's (docs/sparse-attention.md; default dense)");
   add_mesh_args(cmd, a.mesh);
 }
 
@@ -45,7 +48,12 @@ wan::WanDit load_dit(const DitArgs& a, const dist::Mesh& mesh, bool has_cfg) {
   auto ck = wan::DitCheckpoint::open(a.weights, override);
   ck.require_loadable();
   check_mesh_for_model(mesh, ck.config().num_heads, has_cfg);
+  std::shared_ptr<sparse::AttentionPolicy> policy = sparse::make_attention_policy(a.attention);
+  if (mesh.spec().ring > 1 && policy->name() != "dense")
+    throw_job_input_error("--attention ", a.attention, ": sparse attention runs under ulysses ",
+                          "and cfg; ring attention is dense only (--mesh ", a.mesh.spec, ")");
   wan::WanDit model(ck.config(), ck.loader(), p);
+  if (policy->name() != "dense") model.set_attention(std::move(policy));
   ExecContext ctx;
   ctx.mesh = &mesh;
   model.set_context(ctx);

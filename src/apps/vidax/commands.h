@@ -20,6 +20,7 @@ void register_bench_t5(CLI::App& bench);         // cmd_t5.cpp
 void register_run_vae(CLI::App* run);            // cmd_vae.cpp
 void register_bench_vae(CLI::App* bench);        // cmd_vae.cpp
 void register_bench_attention(CLI::App* bench);  // cmd_bench_attention.cpp
+void register_bench_comm(CLI::App* bench);       // cmd_bench_comm.cpp
 void register_synth(CLI::App& app);
 void register_calibrate(CLI::App& app);  // cmd_calibrate.cpp
 void register_eval(CLI::App& app);       // cmd_eval.cpp
