@@ -13,8 +13,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
 std::string read_text(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream ss;
@@ -34,16 +32,20 @@ std::string first_names(const std::vector<std::string>& v) {
 
 bool CheckpointNames::any_starts_with(const std::string& prefix) const {
   for (const auto& n : list)
-    if (starts_with(n, prefix)) return true;
+    if (n.starts_with(prefix)) return true;
   return false;
 }
 
 std::optional<std::string> CheckpointNames::prefix_of(const std::string& suffix) const {
   for (const auto& n : list)
-    if (n.size() >= suffix.size() &&
-        n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
-      return n.substr(0, n.size() - suffix.size());
+    if (n.ends_with(suffix)) return n.substr(0, n.size() - suffix.size());
   return std::nullopt;
+}
+
+std::string checkpoint_layout_name(const std::vector<CheckpointLayout>& layouts, int id) {
+  for (const auto& l : layouts)
+    if (l.id == id) return l.name;
+  return "?";
 }
 
 std::function<std::optional<std::string>(const CheckpointNames&)> any_marker(
@@ -61,8 +63,7 @@ Checkpoint Checkpoint::open(const std::string& path, const std::vector<Checkpoin
   Checkpoint ck;
   ck.path_ = path;
   ck.source_ = TensorSource::open(path);
-  ck.names_.list = ck.source_.names();
-  ck.names_.set.insert(ck.names_.list.begin(), ck.names_.list.end());
+  ck.names_ = CheckpointNames(ck.source_.names());
   for (const CheckpointLayout& layout : layouts) {
     if (auto prefix = layout.detect(ck.names_)) {
       ck.layout_ = layout;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -24,6 +25,8 @@ namespace vidax {
 
 // The names in a checkpoint, sorted, with set lookup.
 struct CheckpointNames {
+  explicit CheckpointNames(std::vector<std::string> names = {})
+      : list(std::move(names)), set(list.begin(), list.end()) {}
   std::vector<std::string> list;
   std::set<std::string> set;
   bool contains(const std::string& name) const { return set.count(name) != 0; }
@@ -34,7 +37,8 @@ struct CheckpointNames {
 
 // One way a model's tensors are named in files.
 struct CheckpointLayout {
-  int id = 0;  // the model's layout enum value
+  int id = 0;        // the model's layout enum value
+  std::string name;  // for reports: "official", "diffusers", ...
   // The prefix the names sit under ("" for none) when the file follows this layout, else
   // nullopt. The first matching layout of a table wins.
   std::function<std::optional<std::string>(const CheckpointNames&)> detect;
@@ -44,6 +48,9 @@ struct CheckpointLayout {
                             const CheckpointNames&)>
       rename;
 };
+
+// The name of the layout `id` of a table ("?" when absent).
+std::string checkpoint_layout_name(const std::vector<CheckpointLayout>& layouts, int id);
 
 // A layout detector matching when any of `markers` is in the file (prefix "").
 std::function<std::optional<std::string>(const CheckpointNames&)> any_marker(
@@ -56,15 +63,13 @@ struct ShapeMismatch {
 
 class Checkpoint {
  public:
-  using NameMap = std::function<std::string(const std::string&)>;
-
   struct CheckOptions {
     bool scaled_fp8 = true;      // get() applies `.scale_weight`s; fp8 bookkeeping not reported
     bool vector_reshape = true;  // a kVector may be stored in any shape of its element count
     // File names that are neither weights nor problems (a tied copy, an embedded tokenizer).
     std::function<bool(const std::string&)> ignore;
     // Official -> file name when it depends on the config too; empty: the layout's rename.
-    NameMap to_file;
+    std::function<std::string(const std::string&)> to_file;
   };
 
   // Opens `path` and detects its layout; when none matches, throws InputError with

@@ -24,9 +24,7 @@ void print_list(const char* title, const std::vector<std::string>& items) {
 
 // Whether DitCheckpoint's layout detection (official, diffusers, ComfyUI) takes the file.
 bool looks_like_dit(const TensorSource& src) {
-  CheckpointNames names;
-  names.list = src.names();
-  names.set.insert(names.list.begin(), names.list.end());
+  const CheckpointNames names(src.names());
   const auto& layouts = wan::dit_layouts();
   return std::any_of(layouts.begin(), layouts.end(),
                      [&](const CheckpointLayout& l) { return l.detect(names).has_value(); });

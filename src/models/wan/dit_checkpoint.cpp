@@ -46,25 +46,25 @@ const std::vector<std::pair<std::string, std::string>>& diffusers_renames() {
   return table;
 }
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
 }  // namespace
 
 const std::vector<CheckpointLayout>& dit_layouts() {
   static const std::vector<CheckpointLayout> table = {
       {static_cast<int>(DitLayout::kComfyUI),
+       "comfyui",
        [](const CheckpointNames& names) -> std::optional<std::string> {
          if (names.any_starts_with(kComfyPrefix)) return std::string(kComfyPrefix);
          return std::nullopt;
        },
        {}},
-      {static_cast<int>(DitLayout::kDiffusers),
+      {static_cast<int>(DitLayout::kDiffusers), "diffusers",
        any_marker(
            {"condition_embedder.time_embedder.linear_1.weight", "blocks.0.attn1.to_q.weight"}),
        [](const std::string& n, const std::string&, const CheckpointNames&) {
          return official_to_diffusers(n);
        }},
       {static_cast<int>(DitLayout::kOfficial),
+       "official",
        any_marker({"blocks.0.self_attn.q.weight", "patch_embedding.weight"}),
        {}},
   };
@@ -72,28 +72,20 @@ const std::vector<CheckpointLayout>& dit_layouts() {
 }
 
 std::string layout_name(DitLayout layout) {
-  switch (layout) {
-    case DitLayout::kOfficial:
-      return "official";
-    case DitLayout::kDiffusers:
-      return "diffusers";
-    case DitLayout::kComfyUI:
-      return "comfyui";
-  }
-  return "?";
+  return checkpoint_layout_name(dit_layouts(), static_cast<int>(layout));
 }
 
 std::string official_to_diffusers(const std::string& official) {
   // Rename only the part after "blocks.N." (or the whole name for top-level tensors), applying
   // the first matching rule: a single rule covers each name.
   std::string prefix, rest = official;
-  if (starts_with(official, "blocks.")) {
+  if (official.starts_with("blocks.")) {
     const size_t dot = official.find('.', 7);
     prefix = official.substr(0, dot + 1);
     rest = official.substr(dot + 1);
   }
   for (const auto& [from, to] : diffusers_renames()) {
-    if (starts_with(rest, from) && (rest.size() == from.size() || rest[from.size()] == '.')) {
+    if (rest.starts_with(from) && (rest.size() == from.size() || rest[from.size()] == '.')) {
       if (prefix.empty() && from == "modulation") continue;  // top-level is head.modulation
       return prefix + to + rest.substr(from.size());
     }

@@ -13,9 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "io/checkpoint.h"
-#include "io/safetensors.h"
+#include "io/checkpoint.h"  // Tensor, TensorSource
 #include "models/wan/dit_config.h"
 
 namespace vidax::wan {

@@ -9,8 +9,6 @@ namespace {
 
 constexpr const char* kTransformersProbe = "encoder.block.0.layer.0.SelfAttention.q.weight";
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
 // Per-block renames, official suffix after "blocks.N." -> transformers suffix after
 // "encoder.block.N.". umT5 (unlike T5 1.1) has a relative-position table in every block.
 // FFN: transformers' T5DenseGatedActDense computes wo(act(wi_0(x)) * wi_1(x)), the official
@@ -51,11 +49,12 @@ bool is_t5_config_json(const std::string& text) {
 const std::vector<CheckpointLayout>& t5_layouts() {
   static const std::vector<CheckpointLayout> table = {
       {static_cast<int>(T5Layout::kOfficial),
+       "official",
        any_marker({"blocks.0.attn.q.weight", "token_embedding.weight"}),
        {}},
       // transformers names may sit under a prefix (e.g. a text encoder saved out of a bigger
       // checkpoint), found from the probe tensor.
-      {static_cast<int>(T5Layout::kTransformers),
+      {static_cast<int>(T5Layout::kTransformers), "transformers (diffusers / ComfyUI)",
        [](const CheckpointNames& names) { return names.prefix_of(kTransformersProbe); },
        [](const std::string& n, const std::string& p, const CheckpointNames& names) {
          // transformers ties the embedding: files hold "shared.weight",
@@ -69,19 +68,13 @@ const std::vector<CheckpointLayout>& t5_layouts() {
 }
 
 std::string t5_layout_name(T5Layout layout) {
-  switch (layout) {
-    case T5Layout::kOfficial:
-      return "official";
-    case T5Layout::kTransformers:
-      return "transformers (diffusers / ComfyUI)";
-  }
-  return "?";
+  return checkpoint_layout_name(t5_layouts(), static_cast<int>(layout));
 }
 
 std::string t5_official_to_transformers(const std::string& official) {
   for (const auto& [from, to] : top_renames())
     if (official == from) return to;
-  if (!starts_with(official, "blocks.")) return official;
+  if (!official.starts_with("blocks.")) return official;
   const size_t dot = official.find('.', 7);
   if (dot == std::string::npos) return official;
   const std::string index = official.substr(7, dot - 7);

@@ -7,8 +7,6 @@
 namespace vidax::wan {
 namespace {
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
 // Residual-block parameter names: official -> diffusers.
 const std::vector<std::pair<std::string, std::string>>& resnet_renames() {
   static const std::vector<std::pair<std::string, std::string>> table = {
@@ -37,7 +35,7 @@ const std::vector<std::pair<std::string, std::string>>& fixed_renames() {
 
 std::string rename_resnet(const std::string& rest) {
   for (const auto& [from, to] : resnet_renames())
-    if (starts_with(rest, from)) return to + rest.substr(from.size());
+    if (rest.starts_with(from)) return to + rest.substr(from.size());
   return rest;
 }
 
@@ -67,6 +65,7 @@ const std::vector<CheckpointLayout>& vae_layouts() {
   static const std::vector<CheckpointLayout> table = {
       // The official names under a prefix (ComfyUI / LDM-style bundles); the last match wins.
       {static_cast<int>(VaeLayout::kPrefixed),
+       "official (prefixed)",
        [](const CheckpointNames& names) -> std::optional<std::string> {
          std::optional<std::string> prefix;
          for (const std::string p : {"first_stage_model.", "vae."})
@@ -79,7 +78,7 @@ const std::vector<CheckpointLayout>& vae_layouts() {
       // For inference before the config is known: the version shows in the official name itself
       // (Wan 2.2 nests blocks in stages); the 2.1 decoder numbering assumes num_res_blocks = 2,
       // as every released Wan VAE has.
-      {static_cast<int>(VaeLayout::kDiffusers),
+      {static_cast<int>(VaeLayout::kDiffusers), "diffusers",
        any_marker({"decoder.conv_in.weight", "post_quant_conv.weight"}),
        [](const std::string& n, const std::string&, const CheckpointNames&) {
          VaeConfig c;
@@ -89,6 +88,7 @@ const std::vector<CheckpointLayout>& vae_layouts() {
          return vae_official_to_diffusers(n, c);
        }},
       {static_cast<int>(VaeLayout::kOfficial),
+       "official",
        any_marker({"decoder.conv1.weight", "conv2.weight"}),
        {}},
   };
@@ -96,41 +96,33 @@ const std::vector<CheckpointLayout>& vae_layouts() {
 }
 
 std::string vae_layout_name(VaeLayout layout) {
-  switch (layout) {
-    case VaeLayout::kOfficial:
-      return "official";
-    case VaeLayout::kDiffusers:
-      return "diffusers";
-    case VaeLayout::kPrefixed:
-      return "official (prefixed)";
-  }
-  return "?";
+  return checkpoint_layout_name(vae_layouts(), static_cast<int>(layout));
 }
 
 std::string vae_official_to_diffusers(const std::string& n, const VaeConfig& c) {
   for (const auto& [from, to] : fixed_renames())
-    if (starts_with(n, from)) return to + n.substr(from.size());
+    if (n.starts_with(from)) return to + n.substr(from.size());
   for (const char* coder : {"encoder.", "decoder."}) {
     const std::string mid = std::string(coder) + "middle.";
-    if (starts_with(n, mid)) {
+    if (n.starts_with(mid)) {
       auto [idx, rest] = split_index(n.substr(mid.size()));
       return std::string(coder) + "mid_block.resnets." + std::to_string(idx == 0 ? 0 : 1) + "." +
              rename_resnet(rest);
     }
   }
   const bool v22 = c.version == VaeVersion::kWan22;
-  if (starts_with(n, "encoder.downsamples.")) {
+  if (n.starts_with("encoder.downsamples.")) {
     auto [stage, rest] = split_index(n.substr(20));
     if (!v22) {
       return "encoder.down_blocks." + std::to_string(stage) + "." + rename_resnet(rest);
     }
     auto [j, inner] = split_index(rest.substr(12));  // "downsamples."
-    if (starts_with(inner, "resample.") || starts_with(inner, "time_conv."))
+    if (inner.starts_with("resample.") || inner.starts_with("time_conv."))
       return "encoder.down_blocks." + std::to_string(stage) + ".downsampler." + inner;
     return "encoder.down_blocks." + std::to_string(stage) + ".resnets." + std::to_string(j) + "." +
            rename_resnet(inner);
   }
-  if (starts_with(n, "decoder.upsamples.")) {
+  if (n.starts_with("decoder.upsamples.")) {
     auto [flat, rest] = split_index(n.substr(18));
     if (!v22) {
       const int64_t per = c.num_res_blocks + 2;  // residual blocks + resample per stage
@@ -141,7 +133,7 @@ std::string vae_official_to_diffusers(const std::string& n, const VaeConfig& c) 
       return "decoder.up_blocks." + std::to_string(stage) + ".upsamplers.0." + rest;
     }
     auto [j, inner] = split_index(rest.substr(10));  // "upsamples."
-    if (starts_with(inner, "resample.") || starts_with(inner, "time_conv."))
+    if (inner.starts_with("resample.") || inner.starts_with("time_conv."))
       return "decoder.up_blocks." + std::to_string(flat) + ".upsampler." + inner;
     return "decoder.up_blocks." + std::to_string(flat) + ".resnets." + std::to_string(j) + "." +
            rename_resnet(inner);
@@ -175,7 +167,7 @@ VaeCheckpoint VaeCheckpoint::open(const std::string& path,
   options.vector_reshape = false;
   // With a prefix (a VAE inside a bigger checkpoint), names outside it belong to other models.
   if (const std::string prefix = ck.prefix(); !prefix.empty())
-    options.ignore = [prefix](const std::string& n) { return !starts_with(n, prefix); };
+    options.ignore = [prefix](const std::string& n) { return !n.starts_with(prefix); };
   if (ck.layout() == VaeLayout::kDiffusers) {
     options.to_file = [config = ck.config_](const std::string& n) {
       return vae_official_to_diffusers(n, config);

@@ -15,9 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "io/checkpoint.h"
-#include "io/safetensors.h"
+#include "io/checkpoint.h"  // Tensor, TensorSource
 #include "models/wan/vae_config.h"
 
 namespace vidax::wan {
