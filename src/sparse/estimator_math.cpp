@@ -1,7 +1,5 @@
 #include "sparse/estimator_math.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,6 +10,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "kernels/cpu/amx_gemm.h"
+#include "kernels/cpu/attention_mass.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
@@ -86,142 +85,9 @@ void sampled_attention_rows(const AttentionCall& call, int64_t head,
   softmax_columns(probs.data(), n, r, 1.0f);  // q was pre-scaled
 }
 
-// Functions using AVX-512 intrinsics; reached only where the CPU has AVX-512F (AMX implies it).
-#define VIDAX_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq")))
-
 namespace {
 
 constexpr int64_t kMassChunk = 512;  // keys per chunk: scores [512, rows] stay in L2
-
-// Per-chunk results of one head: mx[i] = scale * max_j score[j, i]; sum[i] = sum_j exp(scale *
-// score[j, i] - mx[i]); kept[s * r + i] = the same sum over the keys of set s of row i.
-struct ChunkStats {
-  float* mx;
-  float* sum;
-  float* kept;
-};
-
-// One chunk of scores pc [m keys, r rows] (overwritten by the exponentials). bits(s) points at
-// set s's bitmap rows of this chunk's first key ([m][words]).
-VIDAX_AVX512 void chunk_mass_avx512(float* pc, int64_t m, int64_t r, float scale,
-                                    const std::vector<const uint64_t*>& bits, int64_t words,
-                                    const ChunkStats& out) {
-  const __m512 vs = _mm512_set1_ps(scale);
-  for (int64_t i0 = 0; i0 < r; i0 += 16) {
-    const auto k = static_cast<__mmask16>(r - i0 >= 16 ? 0xffff : (1u << (r - i0)) - 1);
-    __m512 v = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    for (int64_t j = 0; j < m; ++j)
-      v = _mm512_mask_max_ps(v, k, v, _mm512_maskz_loadu_ps(k, pc + j * r + i0));
-    v = _mm512_mul_ps(v, vs);
-    _mm512_mask_storeu_ps(out.mx + i0, k, v);
-    for (int64_t j = 0; j < m; ++j) {
-      float* at = pc + j * r + i0;
-      _mm512_mask_storeu_ps(at, k, _mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, at), vs, v));
-    }
-  }
-  exp_f32(pc, pc, m * r);
-  const auto sets = static_cast<int64_t>(bits.size());
-  for (int64_t i0 = 0; i0 < r; i0 += 16) {
-    const auto k = static_cast<__mmask16>(r - i0 >= 16 ? 0xffff : (1u << (r - i0)) - 1);
-    const int64_t word = i0 / 64, shift = i0 % 64;
-    __m512 total = _mm512_setzero_ps();
-    __m512 kept[8];
-    for (int64_t s = 0; s < sets; ++s) kept[s] = _mm512_setzero_ps();
-    for (int64_t j = 0; j < m; ++j) {
-      const __m512 e = _mm512_maskz_loadu_ps(k, pc + j * r + i0);
-      total = _mm512_add_ps(total, e);
-      for (int64_t s = 0; s < sets; ++s) {
-        const auto in =
-            static_cast<__mmask16>(bits[static_cast<size_t>(s)][j * words + word] >> shift);
-        kept[s] = _mm512_mask_add_ps(kept[s], in, kept[s], e);
-      }
-    }
-    _mm512_mask_storeu_ps(out.sum + i0, k, total);
-    for (int64_t s = 0; s < sets; ++s) _mm512_mask_storeu_ps(out.kept + s * r + i0, k, kept[s]);
-  }
-}
-
-// --- Without AMX where bf16 dot products are the fast unit (bf16_dot_product_fast): the
-// chunk's scores from vdpbf16ps on bf16 pairs, like the AMX path, instead of an f32 GEMM on
-// widened keys (which wrote and read a [tokens, rows] f32 score matrix per head).
-#define VIDAX_AVX512_BF16 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bf16")))
-
-// Keys per register tile of chunk_scores_dpbf16; packed key rows are padded to a multiple.
-constexpr int64_t kScoreKeys = 4;
-
-// pc[j * r + i] = sum_p kp[j][p] . qp[p][i] for j < m, i < r: bf16 pair products, f32 sums.
-// kp [round_up(m, kScoreKeys)][dpairs] (rows past m zero), qp [dpairs][rpad] with rpad a
-// multiple of 16 >= r and NV * 16 lanes of it from i0 on.
-template <int NV>
-VIDAX_AVX512_BF16 void score_tile_dpbf16(const uint32_t* kp, int64_t m, int64_t dpairs,
-                                         const uint32_t* qp, int64_t rpad, int64_t i0, int64_t r,
-                                         float* pc) {
-  for (int64_t j0 = 0; j0 < m; j0 += kScoreKeys) {
-    __m512 acc[kScoreKeys][NV];
-    for (auto& row : acc)
-      for (auto& a : row) a = _mm512_setzero_ps();
-    for (int64_t p = 0; p < dpairs; ++p) {
-      __m512i qv[NV];
-      for (int v = 0; v < NV; ++v) qv[v] = _mm512_loadu_si512(qp + p * rpad + i0 + 16 * v);
-      for (int64_t jj = 0; jj < kScoreKeys; ++jj) {
-        const __m512i kb = _mm512_set1_epi32(static_cast<int>(kp[(j0 + jj) * dpairs + p]));
-        for (int v = 0; v < NV; ++v)
-          acc[jj][v] = _mm512_dpbf16_ps(acc[jj][v], (__m512bh)kb, (__m512bh)qv[v]);
-      }
-    }
-    for (int64_t jj = 0; jj < kScoreKeys && j0 + jj < m; ++jj)
-      for (int v = 0; v < NV; ++v) {
-        const int64_t lane0 = i0 + 16 * v;
-        const auto k = static_cast<__mmask16>(r - lane0 >= 16 ? 0xffff : (1u << (r - lane0)) - 1);
-        _mm512_mask_storeu_ps(pc + (j0 + jj) * r + lane0, k, acc[jj][v]);
-      }
-  }
-}
-
-void chunk_scores_dpbf16(const uint32_t* kp, int64_t m, int64_t dpairs, const uint32_t* qp,
-                         int64_t r, float* pc) {
-  const int64_t rpad = (r + 15) / 16 * 16;
-  for (int64_t i0 = 0; i0 < rpad; i0 += 64) {
-    switch (std::min<int64_t>(4, (rpad - i0) / 16)) {
-      case 1:
-        score_tile_dpbf16<1>(kp, m, dpairs, qp, rpad, i0, r, pc);
-        break;
-      case 2:
-        score_tile_dpbf16<2>(kp, m, dpairs, qp, rpad, i0, r, pc);
-        break;
-      case 3:
-        score_tile_dpbf16<3>(kp, m, dpairs, qp, rpad, i0, r, pc);
-        break;
-      default:
-        score_tile_dpbf16<4>(kp, m, dpairs, qp, rpad, i0, r, pc);
-    }
-  }
-}
-
-// The same with plain loops (machines without AVX-512).
-void chunk_mass_plain(float* pc, int64_t m, int64_t r, float scale,
-                      const std::vector<const uint64_t*>& bits, int64_t words,
-                      const ChunkStats& out) {
-  for (int64_t i = 0; i < r; ++i) {
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < m; ++j) mx = std::max(mx, pc[j * r + i]);
-    out.mx[i] = mx * scale;  // scale > 0
-  }
-  for (int64_t j = 0; j < m; ++j)
-    for (int64_t i = 0; i < r; ++i) pc[j * r + i] = pc[j * r + i] * scale - out.mx[i];
-  exp_f32(pc, pc, m * r);
-  const auto sets = static_cast<int64_t>(bits.size());
-  std::fill(out.sum, out.sum + r, 0.0f);
-  std::fill(out.kept, out.kept + sets * r, 0.0f);
-  for (int64_t j = 0; j < m; ++j)
-    for (int64_t i = 0; i < r; ++i) {
-      const float e = pc[j * r + i];
-      out.sum[i] += e;
-      for (int64_t s = 0; s < sets; ++s)
-        if ((bits[static_cast<size_t>(s)][j * words + i / 64] >> (i % 64)) & 1u)
-          out.kept[s * r + i] += e;
-    }
-}
 
 }  // namespace
 
@@ -239,7 +105,6 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
   const int64_t chunks = (n + kMassChunk - 1) / kMassChunk;
   const bool amx = allow_fast && amx_bf16_usable();
   const bool dot = allow_fast && !amx && bf16_dot_product_fast();
-  const bool avx512 = allow_fast && cpu_has_avx512f();
   const int64_t dpairs = (d + 1) / 2, rpad = (r + 15) / 16 * 16;
   // Per head: the sampled queries rounded unscaled (as the DiT rounds q before the kernel scales
   // scores), packed as the AMX "weight" or as bf16 pairs for vdpbf16ps (dot); otherwise the
@@ -305,7 +170,7 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
 #pragma omp parallel
   {
     std::vector<float> buf(amx || dot ? static_cast<size_t>(kMassChunk * r) : 0);
-    // dot: the chunk's keys rounded to bf16, as pairs [round_up(m, kScoreKeys)][dpairs].
+    // dot: the chunk's keys rounded to bf16, as pairs [round_up(m, kPairScoreKeys)][dpairs].
     std::vector<BFloat16> keys16(dot ? static_cast<size_t>(kMassChunk * dpairs * 2) : 0);
     std::vector<BFloat16> row16(dot && !given16 ? ud : 0);
     std::vector<const uint64_t*> bits(static_cast<size_t>(sets));
@@ -318,7 +183,7 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
       for (int64_t s = 0; s < sets; ++s)
         bits[static_cast<size_t>(s)] = keep[static_cast<size_t>(s)] + j0 * words;
       const auto at = static_cast<size_t>((h * chunks + ch) * r);
-      const ChunkStats out{&cmax[at], &csum[at], &ckept[at * static_cast<size_t>(sets)]};
+      const ChunkMassOut out{&cmax[at], &csum[at], &ckept[at * static_cast<size_t>(sets)]};
       if (amx) {
         // scores [chunk, rows] = K16 . Q16^T: the keys read in place from the strided call (the
         // bf16 copy, or f32 rounded while packed into tiles).
@@ -328,9 +193,9 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
         else
           amx_gemm_bf16(call.k + j0 * call.stride + h * d, j1 - j0, call.stride,
                         w[static_cast<size_t>(h)], pc);
-        chunk_mass_avx512(pc, j1 - j0, r, scale, bits, words, out);
       } else if (dot) {
-        const int64_t m = j1 - j0, mpad = (m + kScoreKeys - 1) / kScoreKeys * kScoreKeys;
+        const int64_t m = j1 - j0;
+        const int64_t mpad = (m + kPairScoreKeys - 1) / kPairScoreKeys * kPairScoreKeys;
         for (int64_t j = 0; j < m; ++j) {
           BFloat16* dst = &keys16[static_cast<size_t>(j * dpairs * 2)];
           const int64_t at = (j0 + j) * call.stride + h * d;
@@ -344,14 +209,14 @@ void sampled_attention_mass_bf16(const AttentionCall& call, const std::vector<in
         }
         std::fill(keys16.begin() + m * dpairs * 2, keys16.begin() + mpad * dpairs * 2,
                   BFloat16{});  // the last register tile's rows past m
-        chunk_scores_dpbf16(reinterpret_cast<const uint32_t*>(keys16.data()), m, dpairs,
-                            qpairs[static_cast<size_t>(h)].data(), r, pc);
-        chunk_mass_avx512(pc, m, r, scale, bits, words, out);
-      } else if (avx512) {
-        chunk_mass_avx512(pc, j1 - j0, r, scale, bits, words, out);
-      } else {
-        chunk_mass_plain(pc, j1 - j0, r, scale, bits, words, out);
+        bf16_pair_scores(reinterpret_cast<const uint32_t*>(keys16.data()), m, dpairs,
+                         qpairs[static_cast<size_t>(h)].data(), r, pc);
       }
+      // AMX and the bf16 dot products imply AVX-512F; allow_fast = false forces plain loops.
+      if (allow_fast)
+        chunk_attention_mass(pc, j1 - j0, r, scale, bits.data(), sets, words, out);
+      else
+        chunk_attention_mass_reference(pc, j1 - j0, r, scale, bits.data(), sets, words, out);
     }
   }
   // Chunks combined in double against each row's maximum.

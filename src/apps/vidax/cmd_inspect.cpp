@@ -22,17 +22,12 @@ void print_list(const char* title, const std::vector<std::string>& items) {
   if (items.size() > 20) std::printf("  ... and %zu more\n", items.size() - 20);
 }
 
-// The tensors DitCheckpoint's layout detection keys on (official, diffusers, ComfyUI).
+// Whether DitCheckpoint's layout detection (official, diffusers, ComfyUI) takes the file.
 bool looks_like_dit(const TensorSource& src) {
-  for (const char* marker :
-       {"blocks.0.self_attn.q.weight", "patch_embedding.weight", "blocks.0.attn1.to_q.weight",
-        "condition_embedder.time_embedder.linear_1.weight"}) {
-    if (src.contains(marker)) return true;
-  }
-  const auto names = src.names();
-  return std::any_of(names.begin(), names.end(), [](const std::string& n) {
-    return n.rfind("model.diffusion_model.", 0) == 0;
-  });
+  const CheckpointNames names(src.names());
+  const auto& layouts = wan::dit_layouts();
+  return std::any_of(layouts.begin(), layouts.end(),
+                     [&](const CheckpointLayout& l) { return l.detect(names).has_value(); });
 }
 
 void print_tensor_line(const TensorSource& src, const std::string& name) {

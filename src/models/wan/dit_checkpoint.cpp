@@ -1,20 +1,9 @@
 #include "models/wan/dit_checkpoint.h"
 
-#include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <memory>
-#include <set>
-#include <sstream>
-
-#include "core/convert.h"
-#include "models/wan/comfy_fp8.h"
 #include "models/wan/dit_tensors.h"
 
 namespace vidax::wan {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr const char* kComfyPrefix = "model.diffusion_model.";
 
@@ -57,50 +46,46 @@ const std::vector<std::pair<std::string, std::string>>& diffusers_renames() {
   return table;
 }
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// config.json beside the checkpoint (or inside the folder).
-std::optional<fs::path> find_config_json(const std::string& path) {
-  fs::path p(path);
-  fs::path dir = fs::is_directory(p) ? p : p.parent_path();
-  if (dir.empty()) dir = ".";
-  fs::path c = dir / "config.json";
-  if (fs::is_regular_file(c)) return c;
-  return std::nullopt;
-}
-
 }  // namespace
 
+const std::vector<CheckpointLayout>& dit_layouts() {
+  static const std::vector<CheckpointLayout> table = {
+      {static_cast<int>(DitLayout::kComfyUI),
+       "comfyui",
+       [](const CheckpointNames& names) -> std::optional<std::string> {
+         if (names.any_starts_with(kComfyPrefix)) return std::string(kComfyPrefix);
+         return std::nullopt;
+       },
+       {}},
+      {static_cast<int>(DitLayout::kDiffusers), "diffusers",
+       any_marker(
+           {"condition_embedder.time_embedder.linear_1.weight", "blocks.0.attn1.to_q.weight"}),
+       [](const std::string& n, const std::string&, const CheckpointNames&) {
+         return official_to_diffusers(n);
+       }},
+      {static_cast<int>(DitLayout::kOfficial),
+       "official",
+       any_marker({"blocks.0.self_attn.q.weight", "patch_embedding.weight"}),
+       {}},
+  };
+  return table;
+}
+
 std::string layout_name(DitLayout layout) {
-  switch (layout) {
-    case DitLayout::kOfficial:
-      return "official";
-    case DitLayout::kDiffusers:
-      return "diffusers";
-    case DitLayout::kComfyUI:
-      return "comfyui";
-  }
-  return "?";
+  return checkpoint_layout_name(dit_layouts(), static_cast<int>(layout));
 }
 
 std::string official_to_diffusers(const std::string& official) {
   // Rename only the part after "blocks.N." (or the whole name for top-level tensors), applying
   // the first matching rule: a single rule covers each name.
   std::string prefix, rest = official;
-  if (starts_with(official, "blocks.")) {
+  if (official.starts_with("blocks.")) {
     const size_t dot = official.find('.', 7);
     prefix = official.substr(0, dot + 1);
     rest = official.substr(dot + 1);
   }
   for (const auto& [from, to] : diffusers_renames()) {
-    if (starts_with(rest, from) && (rest.size() == from.size() || rest[from.size()] == '.')) {
+    if (rest.starts_with(from) && (rest.size() == from.size() || rest[from.size()] == '.')) {
       if (prefix.empty() && from == "modulation") continue;  // top-level is head.modulation
       return prefix + to + rest.substr(from.size());
     }
@@ -111,144 +96,41 @@ std::string official_to_diffusers(const std::string& official) {
 DitCheckpoint DitCheckpoint::open(const std::string& path,
                                   const std::optional<DitConfig>& config_override) {
   DitCheckpoint ck;
-  ck.path_ = path;
-  ck.source_ = TensorSource::open(path);
-  const std::vector<std::string> names = ck.source_.names();
-  const std::set<std::string> name_set(names.begin(), names.end());
-
-  // Layout detection.
-  const bool comfy = std::any_of(names.begin(), names.end(),
-                                 [](const std::string& n) { return starts_with(n, kComfyPrefix); });
-  const bool diffusers = name_set.count("condition_embedder.time_embedder.linear_1.weight") ||
-                         name_set.count("blocks.0.attn1.to_q.weight");
-  const bool official =
-      name_set.count("blocks.0.self_attn.q.weight") || name_set.count("patch_embedding.weight");
-  std::function<std::string(const std::string&)> to_file;
-  if (comfy) {
-    ck.layout_ = DitLayout::kComfyUI;
-    to_file = [](const std::string& n) { return kComfyPrefix + n; };
-  } else if (diffusers) {
-    ck.layout_ = DitLayout::kDiffusers;
-    to_file = official_to_diffusers;
-  } else if (official) {
-    ck.layout_ = DitLayout::kOfficial;
-    to_file = [](const std::string& n) { return n; };
-  } else {
-    std::string some;
-    for (size_t i = 0; i < names.size() && i < 3; ++i) some += (i ? ", " : "") + names[i];
-    throw_input_error(path,
-                      ": not a Wan DiT checkpoint: expected 'blocks.0.self_attn.q.weight' "
-                      "(official), 'blocks.0.attn1.to_q.weight' (diffusers) or "
-                      "'model.diffusion_model.*' (ComfyUI); found ",
-                      names.size(), " tensors such as ", some.empty() ? "(none)" : some);
-  }
+  static_cast<Checkpoint&>(ck) =
+      Checkpoint::open(path, dit_layouts(),
+                       "not a Wan DiT checkpoint: expected 'blocks.0.self_attn.q.weight' "
+                       "(official), 'blocks.0.attn1.to_q.weight' (diffusers) or "
+                       "'model.diffusion_model.*' (ComfyUI)");
 
   // Config: explicit override, then config.json, then the file's metadata, then inference.
-  const auto& meta = ck.source_.metadata();
+  // vidax-written and fixture files keep the official constructor kwargs in the metadata
+  // ("source_config" for files converted to diffusers names).
   if (config_override) {
     ck.config_ = *config_override;
     ck.config_source_ = "override";
-  } else if (auto cj = find_config_json(path)) {
-    ck.config_ = dit_config_from_json(read_text(*cj), cj->string());
-    ck.config_source_ = cj->string();
-  } else if (meta.count("config") || meta.count("source_config")) {
-    // vidax-written and fixture files keep the official constructor kwargs in the metadata
-    // ("source_config" for files converted to diffusers names).
-    std::string text = meta.count("config") ? meta.at("config") : meta.at("source_config");
-    if (meta.count("model_type") && text.find("model_type") == std::string::npos) {
+  } else if (auto text = find_config_text(ck, [](const std::string&) { return true; },
+                                          {"config", "source_config"})) {
+    const auto& meta = ck.source().metadata();
+    if (!text->key.empty() && meta.count("model_type") &&
+        text->text.find("model_type") == std::string::npos) {
       // The fixtures keep model_type beside the constructor kwargs.
-      text.insert(text.find('{') + 1, "\"model_type\": \"" + meta.at("model_type") + "\", ");
+      text->text.insert(text->text.find('{') + 1,
+                        "\"model_type\": \"" + meta.at("model_type") + "\", ");
     }
-    ck.config_ = dit_config_from_json(text, path + " (safetensors metadata)");
-    ck.config_source_ = "file metadata";
+    ck.config_ = dit_config_from_json(text->text, text->where);
+    ck.config_source_ = text->source;
   } else {
-    ck.config_ = infer_dit_config(
-        [&](const std::string& official_name) -> std::optional<Shape> {
-          const std::string n = to_file(official_name);
-          if (!ck.source_.contains(n)) return std::nullopt;
-          return ck.source_.entry(n).shape;
-        },
-        path);
+    ck.config_ = infer_dit_config([&](const std::string& n) { return ck.layout_shape(n); }, path);
     ck.config_source_ = "inferred from tensor shapes";
   }
-
-  // Check every declared tensor.
-  std::set<std::string> used;
-  for (const TensorDecl& d : dit_tensor_decls(ck.config_)) {
-    const std::string fname = to_file(d.name);
-    if (!ck.source_.contains(fname)) {
-      ck.missing_.push_back(d.name);
-      continue;
-    }
-    used.insert(fname);
-    ck.to_file_[d.name] = fname;
-    const TensorEntry& e = ck.source_.entry(fname);
-    Shape expected = d.shape;
-    // diffusers keeps modulation tables as [1, 6, dim] too; accept [6, dim] squeezes.
-    if (e.shape.numel() != expected.numel() ||
-        (e.shape != expected && d.role != TensorRole::kVector)) {
-      ck.mismatches_.push_back({fname, expected, e.shape});
-    }
-    if (!is_float(e.dtype))
-      ck.bad_dtype_.push_back(fname + " (" + std::string(dtype_name(e.dtype)) + ")");
-    if (auto scale = scale_weight_name(fname); scale && ck.source_.contains(*scale))
-      used.insert(*scale);  // ComfyUI scaled fp8: consumed by get()
-  }
-  for (const auto& n : names) {
-    if (used.count(n)) continue;
-    if (is_scaled_fp8_bookkeeping(n)) continue;
-    ck.unexpected_.push_back(n);
-  }
+  ck.check(dit_tensor_decls(ck.config_), {});
   return ck;
 }
 
 void DitCheckpoint::require_loadable() const {
-  auto list = [](const std::vector<std::string>& v) {
-    std::string s;
-    for (size_t i = 0; i < v.size() && i < 4; ++i) s += (i ? ", " : "") + v[i];
-    if (v.size() > 4) s += str_cat(" and ", v.size() - 4, " more");
-    return s;
-  };
-  if (!mismatches_.empty()) {
-    const auto& m = mismatches_.front();
-    throw_input_error(
-        path_, ": tensor '", m.name, "' has shape ", m.actual.str(), ", expected ",
-        m.expected.str(), " for config ", config_.to_json(),
-        mismatches_.size() > 1 ? str_cat(" (", mismatches_.size() - 1, " more)") : "");
-  }
-  if (!missing_.empty())
-    throw_input_error(path_, ": ", missing_.size(), " tensor(s) missing for a ",
-                      layout_name(layout_), " Wan ", config_.kind_name(), " DiT: ", list(missing_));
-  if (!bad_dtype_.empty())
-    throw_input_error(path_, ": unsupported dtype (expected a float type): ", list(bad_dtype_));
-  if (!unexpected_.empty())
-    throw_input_error(path_, ": ", unexpected_.size(), " unexpected tensor(s) for a ",
-                      layout_name(layout_), " Wan ", config_.kind_name(), " DiT with config ",
-                      config_.to_json(), ": ", list(unexpected_));
-}
-
-std::string DitCheckpoint::file_name(const std::string& official) const {
-  auto it = to_file_.find(official);
-  VIDAX_CHECK(it != to_file_.end(), "tensor ", official, " not resolved");
-  return it->second;
-}
-
-Tensor DitCheckpoint::get(const std::string& official) const {
-  return read_scaled_weight(source_, file_name(official), path_);
-}
-
-std::function<Tensor(const std::string&)> DitCheckpoint::loader() const {
-  auto handed_out = std::make_shared<size_t>(0);
-  return [this, handed_out](const std::string& official) {
-    constexpr size_t kReleaseEvery = size_t{256} << 20;
-    if (*handed_out >= kReleaseEvery) {
-      source_.release_resident_pages();
-      *handed_out = 0;
-    }
-    Tensor t = get(official);
-    *handed_out += t.nbytes();
-    return t;
-  };
+  const std::string model = str_cat(layout_name(layout()), " Wan ", config_.kind_name(), " DiT");
+  Checkpoint::require_loadable(
+      {" for config " + config_.to_json(), model, model + " with config " + config_.to_json()});
 }
 
 }  // namespace vidax::wan

@@ -1,22 +1,24 @@
-// The single declaration of every tensor the Wan DiT owns, by official name and shape. It drives
-// loading, shape checks, missing/unexpected reports and memory accounting. Thread-safe.
+// The single declaration of every tensor the Wan DiT owns, by official name, shape and shard
+// axis (io/tensor_decl.h). It drives loading, shape checks, missing/unexpected reports, random
+// weights and memory accounting. Thread-safe.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "core/shape.h"
+#include "io/tensor_decl.h"
 #include "models/wan/dit_config.h"
 
 namespace vidax::wan {
 
-enum class TensorRole { kMatrix, kVector, kConvWeight };
+using vidax::ShardAxis;
+using vidax::TensorDecl;
+using vidax::TensorRole;
 
-struct TensorDecl {
-  std::string name;  // official Wan name, e.g. "blocks.3.self_attn.q.weight"
-  Shape shape;
-  TensorRole role;
-};
+// Tensor parallel over heads: q/k/v (self, cross, and the image k/v), their biases, the q/k
+// RMSNorm weights and ffn.0 are split by output features (kOutput); the o projections and ffn.2
+// by input features (kInput, biases replicated); everything else is replicated.
 
 std::vector<TensorDecl> dit_tensor_decls(const DitConfig& config);
 int64_t dit_parameter_count(const DitConfig& config);

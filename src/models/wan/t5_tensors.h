@@ -1,11 +1,13 @@
 // The single declaration of every tensor the umT5 encoder owns, by official name
 // (`wan/modules/t5.py` state_dict) and shape. It drives loading, shape checks, missing/unexpected
-// reports, random weights and memory accounting. Thread-safe.
+// reports, random weights and memory accounting. Tensor parallel over heads: q/k/v and the FFN's
+// gate and fc1 split by output features (kOutput), o and fc2 by input features (kInput); norms,
+// embeddings and position tables are replicated. Thread-safe.
 #pragma once
 
 #include <vector>
 
-#include "models/wan/dit_tensors.h"  // TensorDecl, TensorRole
+#include "models/wan/dit_tensors.h"  // TensorDecl, TensorRole, ShardAxis
 #include "models/wan/t5_config.h"
 
 namespace vidax::wan {

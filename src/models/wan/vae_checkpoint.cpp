@@ -1,19 +1,11 @@
 #include "models/wan/vae_checkpoint.h"
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
-#include <sstream>
 
 #include "models/wan/vae_tensors.h"
 
 namespace vidax::wan {
 namespace {
-
-namespace fs = std::filesystem;
-
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
 // Residual-block parameter names: official -> diffusers.
 const std::vector<std::pair<std::string, std::string>>& resnet_renames() {
@@ -43,7 +35,7 @@ const std::vector<std::pair<std::string, std::string>>& fixed_renames() {
 
 std::string rename_resnet(const std::string& rest) {
   for (const auto& [from, to] : resnet_renames())
-    if (starts_with(rest, from)) return to + rest.substr(from.size());
+    if (rest.starts_with(from)) return to + rest.substr(from.size());
   return rest;
 }
 
@@ -51,13 +43,6 @@ std::string rename_resnet(const std::string& rest) {
 std::pair<int64_t, std::string> split_index(const std::string& s) {
   const size_t dot = s.find('.');
   return {std::stoll(s.substr(0, dot)), s.substr(dot + 1)};
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // A diffusers AutoencoderKLWan config (base_dim / _class_name) or the official VAE kwargs
@@ -76,42 +61,68 @@ bool is_vae_config_json(const std::string& text) {
 
 }  // namespace
 
+const std::vector<CheckpointLayout>& vae_layouts() {
+  static const std::vector<CheckpointLayout> table = {
+      // The official names under a prefix (ComfyUI / LDM-style bundles); the last match wins.
+      {static_cast<int>(VaeLayout::kPrefixed),
+       "official (prefixed)",
+       [](const CheckpointNames& names) -> std::optional<std::string> {
+         std::optional<std::string> prefix;
+         for (const std::string p : {"first_stage_model.", "vae."})
+           if (names.contains(p + "encoder.conv1.weight") ||
+               names.contains(p + "decoder.conv1.weight"))
+             prefix = p;
+         return prefix;
+       },
+       {}},
+      // For inference before the config is known: the version shows in the official name itself
+      // (Wan 2.2 nests blocks in stages); the 2.1 decoder numbering assumes num_res_blocks = 2,
+      // as every released Wan VAE has.
+      {static_cast<int>(VaeLayout::kDiffusers), "diffusers",
+       any_marker({"decoder.conv_in.weight", "post_quant_conv.weight"}),
+       [](const std::string& n, const std::string&, const CheckpointNames&) {
+         VaeConfig c;
+         const bool nested = n.find(".downsamples.") != n.rfind(".downsamples.") ||
+                             n.find(".upsamples.") != n.rfind(".upsamples.");
+         c.version = nested ? VaeVersion::kWan22 : VaeVersion::kWan21;
+         return vae_official_to_diffusers(n, c);
+       }},
+      {static_cast<int>(VaeLayout::kOfficial),
+       "official",
+       any_marker({"decoder.conv1.weight", "conv2.weight"}),
+       {}},
+  };
+  return table;
+}
+
 std::string vae_layout_name(VaeLayout layout) {
-  switch (layout) {
-    case VaeLayout::kOfficial:
-      return "official";
-    case VaeLayout::kDiffusers:
-      return "diffusers";
-    case VaeLayout::kPrefixed:
-      return "official (prefixed)";
-  }
-  return "?";
+  return checkpoint_layout_name(vae_layouts(), static_cast<int>(layout));
 }
 
 std::string vae_official_to_diffusers(const std::string& n, const VaeConfig& c) {
   for (const auto& [from, to] : fixed_renames())
-    if (starts_with(n, from)) return to + n.substr(from.size());
+    if (n.starts_with(from)) return to + n.substr(from.size());
   for (const char* coder : {"encoder.", "decoder."}) {
     const std::string mid = std::string(coder) + "middle.";
-    if (starts_with(n, mid)) {
+    if (n.starts_with(mid)) {
       auto [idx, rest] = split_index(n.substr(mid.size()));
       return std::string(coder) + "mid_block.resnets." + std::to_string(idx == 0 ? 0 : 1) + "." +
              rename_resnet(rest);
     }
   }
   const bool v22 = c.version == VaeVersion::kWan22;
-  if (starts_with(n, "encoder.downsamples.")) {
+  if (n.starts_with("encoder.downsamples.")) {
     auto [stage, rest] = split_index(n.substr(20));
     if (!v22) {
       return "encoder.down_blocks." + std::to_string(stage) + "." + rename_resnet(rest);
     }
     auto [j, inner] = split_index(rest.substr(12));  // "downsamples."
-    if (starts_with(inner, "resample.") || starts_with(inner, "time_conv."))
+    if (inner.starts_with("resample.") || inner.starts_with("time_conv."))
       return "encoder.down_blocks." + std::to_string(stage) + ".downsampler." + inner;
     return "encoder.down_blocks." + std::to_string(stage) + ".resnets." + std::to_string(j) + "." +
            rename_resnet(inner);
   }
-  if (starts_with(n, "decoder.upsamples.")) {
+  if (n.starts_with("decoder.upsamples.")) {
     auto [flat, rest] = split_index(n.substr(18));
     if (!v22) {
       const int64_t per = c.num_res_blocks + 2;  // residual blocks + resample per stage
@@ -122,7 +133,7 @@ std::string vae_official_to_diffusers(const std::string& n, const VaeConfig& c) 
       return "decoder.up_blocks." + std::to_string(stage) + ".upsamplers.0." + rest;
     }
     auto [j, inner] = split_index(rest.substr(10));  // "upsamples."
-    if (starts_with(inner, "resample.") || starts_with(inner, "time_conv."))
+    if (inner.starts_with("resample.") || inner.starts_with("time_conv."))
       return "decoder.up_blocks." + std::to_string(flat) + ".upsampler." + inner;
     return "decoder.up_blocks." + std::to_string(flat) + ".resnets." + std::to_string(j) + "." +
            rename_resnet(inner);
@@ -133,124 +144,43 @@ std::string vae_official_to_diffusers(const std::string& n, const VaeConfig& c) 
 VaeCheckpoint VaeCheckpoint::open(const std::string& path,
                                   const std::optional<VaeConfig>& config_override) {
   VaeCheckpoint ck;
-  ck.path_ = path;
-  ck.source_ = TensorSource::open(path);
-  const std::vector<std::string> names = ck.source_.names();
-  const std::set<std::string> name_set(names.begin(), names.end());
+  static_cast<Checkpoint&>(ck) =
+      Checkpoint::open(path, vae_layouts(),
+                       "not a Wan VAE checkpoint: expected 'decoder.conv1.weight' (official) "
+                       "or 'decoder.conv_in.weight' (diffusers)");
 
-  std::string prefix;
-  for (const char* p : {"first_stage_model.", "vae."})
-    if (name_set.count(std::string(p) + "encoder.conv1.weight") ||
-        name_set.count(std::string(p) + "decoder.conv1.weight"))
-      prefix = p;
-  const bool diffusers =
-      name_set.count("decoder.conv_in.weight") || name_set.count("post_quant_conv.weight");
-  const bool official = name_set.count("decoder.conv1.weight") || name_set.count("conv2.weight");
-  if (!prefix.empty()) {
-    ck.layout_ = VaeLayout::kPrefixed;
-  } else if (diffusers) {
-    ck.layout_ = VaeLayout::kDiffusers;
-  } else if (official) {
-    ck.layout_ = VaeLayout::kOfficial;
-  } else {
-    std::string some;
-    for (size_t i = 0; i < names.size() && i < 3; ++i) some += (i ? ", " : "") + names[i];
-    throw_input_error(path,
-                      ": not a Wan VAE checkpoint: expected 'decoder.conv1.weight' (official) or "
-                      "'decoder.conv_in.weight' (diffusers); found ",
-                      names.size(), " tensors such as ", some.empty() ? "(none)" : some);
-  }
-
-  // Config before names: the diffusers stage numbering depends on it.
-  const auto& meta = ck.source_.metadata();
-  fs::path p(path);
-  fs::path dir = fs::is_directory(p) ? p : p.parent_path();
-  if (dir.empty()) dir = ".";
+  // Config before names: the diffusers stage numbering depends on it. Only a VAE config.json
+  // counts: the official Wan folder keeps the DiT's config.json beside Wan2.1_VAE.pth.
   if (config_override) {
     ck.config_ = *config_override;
     ck.config_source_ = "override";
-  } else if (fs::is_regular_file(dir / "config.json") &&
-             is_vae_config_json(read_text(dir / "config.json"))) {
-    // Only a VAE config counts: the official Wan folder keeps the DiT's config.json beside
-    // Wan2.1_VAE.pth.
-    ck.config_ =
-        vae_config_from_json(read_text(dir / "config.json"), (dir / "config.json").string());
-    ck.config_source_ = (dir / "config.json").string();
-  } else if (meta.count("config") || meta.count("source_config")) {
-    const std::string text = meta.count("config") ? meta.at("config") : meta.at("source_config");
-    ck.config_ = vae_config_from_json(text, path + " (safetensors metadata)");
-    ck.config_source_ = "file metadata";
+  } else if (auto text = find_config_text(ck, is_vae_config_json, {"config", "source_config"})) {
+    ck.config_ = vae_config_from_json(text->text, text->where);
+    ck.config_source_ = text->source;
   } else {
-    // Shapes by official name, mapped through the layout. The diffusers rules depend on the
-    // version, which the official name itself shows (Wan 2.2 nests blocks in stages); the 2.1
-    // decoder numbering assumes num_res_blocks = 2, as every released Wan VAE has.
-    ck.config_ = infer_vae_config(
-        [&](const std::string& official_name) -> std::optional<Shape> {
-          std::string n = official_name;
-          if (ck.layout_ == VaeLayout::kPrefixed) n = prefix + n;
-          if (ck.layout_ == VaeLayout::kDiffusers) {
-            VaeConfig c;
-            const bool nested =
-                official_name.find(".downsamples.") != official_name.rfind(".downsamples.") ||
-                official_name.find(".upsamples.") != official_name.rfind(".upsamples.");
-            c.version = nested ? VaeVersion::kWan22 : VaeVersion::kWan21;
-            n = vae_official_to_diffusers(official_name, c);
-          }
-          if (!ck.source_.contains(n)) return std::nullopt;
-          return ck.source_.entry(n).shape;
-        },
-        path);
+    ck.config_ = infer_vae_config([&](const std::string& n) { return ck.layout_shape(n); }, path);
     ck.config_source_ = "inferred from tensor shapes";
   }
 
-  std::set<std::string> used;
-  for (const TensorDecl& d : vae_tensor_decls(ck.config_)) {
-    std::string fname = d.name;
-    if (ck.layout_ == VaeLayout::kPrefixed) fname = prefix + d.name;
-    if (ck.layout_ == VaeLayout::kDiffusers) fname = vae_official_to_diffusers(d.name, ck.config_);
-    if (!ck.source_.contains(fname)) {
-      ck.missing_.push_back(d.name);
-      continue;
-    }
-    used.insert(fname);
-    ck.to_file_[d.name] = fname;
-    const TensorEntry& e = ck.source_.entry(fname);
-    if (e.shape != d.shape)
-      ck.problems_.push_back(
-          str_cat("tensor '", fname, "' has shape ", e.shape.str(), ", expected ", d.shape.str()));
-    if (!is_float(e.dtype))
-      ck.problems_.push_back(str_cat("tensor '", fname, "' has dtype ", dtype_name(e.dtype),
-                                     ", expected a float type"));
+  Checkpoint::CheckOptions options;
+  options.scaled_fp8 = false;
+  options.vector_reshape = false;
+  // With a prefix (a VAE inside a bigger checkpoint), names outside it belong to other models.
+  if (const std::string prefix = ck.prefix(); !prefix.empty())
+    options.ignore = [prefix](const std::string& n) { return !n.starts_with(prefix); };
+  if (ck.layout() == VaeLayout::kDiffusers) {
+    options.to_file = [config = ck.config_](const std::string& n) {
+      return vae_official_to_diffusers(n, config);
+    };
   }
-  for (const auto& n : names)
-    if (!used.count(n) && (prefix.empty() || starts_with(n, prefix))) ck.unexpected_.push_back(n);
+  ck.check(vae_tensor_decls(ck.config_), options);
   return ck;
 }
 
 void VaeCheckpoint::require_loadable() const {
-  auto list = [](const std::vector<std::string>& v) {
-    std::string s;
-    for (size_t i = 0; i < v.size() && i < 4; ++i) s += (i ? ", " : "") + v[i];
-    if (v.size() > 4) s += str_cat(" and ", v.size() - 4, " more");
-    return s;
-  };
-  const std::string what = str_cat(vae_layout_name(layout_), " Wan ", config_.version_name(),
+  const std::string what = str_cat(vae_layout_name(layout()), " Wan ", config_.version_name(),
                                    " VAE with config ", config_.to_json());
-  if (!problems_.empty())
-    throw_input_error(path_, ": ", problems_.front(), " for a ", what,
-                      problems_.size() > 1 ? str_cat(" (", problems_.size() - 1, " more)") : "");
-  if (!missing_.empty())
-    throw_input_error(path_, ": ", missing_.size(), " tensor(s) missing for a ", what, ": ",
-                      list(missing_));
-  if (!unexpected_.empty())
-    throw_input_error(path_, ": ", unexpected_.size(), " unexpected tensor(s) for a ", what, ": ",
-                      list(unexpected_));
-}
-
-Tensor VaeCheckpoint::get(const std::string& official) const {
-  auto it = to_file_.find(official);
-  VIDAX_CHECK(it != to_file_.end(), "VAE tensor ", official, " not resolved");
-  return source_.tensor(it->second);
+  Checkpoint::require_loadable({" for a " + what, what, what, /*dtype_is_problem=*/true});
 }
 
 }  // namespace vidax::wan

@@ -1,9 +1,9 @@
-#include "models/wan/comfy_fp8.h"
+#include "io/comfy_fp8.h"
 
 #include <string_view>
 #include <vector>
 
-namespace vidax::wan {
+namespace vidax {
 namespace {
 
 bool ends_with(const std::string& s, std::string_view suffix) {
@@ -46,4 +46,4 @@ Tensor read_scaled_weight(const TensorSource& source, const std::string& file_na
   return f;
 }
 
-}  // namespace vidax::wan
+}  // namespace vidax

@@ -3,7 +3,7 @@
 // weight is fp8 value x scale. A zero-length `scaled_fp8` tensor marks such files, and some also
 // carry `.scale_input` tensors, which only ComfyUI's fp8 matmul path uses (it quantizes the
 // activations with them and scales back, so dropping them leaves the product unchanged).
-// Shared by every Wan component loader. Pure functions; thread-safe.
+// Used by the generic Checkpoint for every model. Pure functions; thread-safe.
 #pragma once
 
 #include <optional>
@@ -12,7 +12,7 @@
 #include "core/tensor.h"
 #include "io/safetensors.h"
 
-namespace vidax::wan {
+namespace vidax {
 
 // "x.weight" -> "x.scale_weight"; nullopt for names not ending in ".weight".
 std::optional<std::string> scale_weight_name(const std::string& weight_name);
@@ -27,4 +27,4 @@ bool is_scaled_fp8_bookkeeping(const std::string& file_name);
 Tensor read_scaled_weight(const TensorSource& source, const std::string& file_name,
                           const std::string& path);
 
-}  // namespace vidax::wan
+}  // namespace vidax
