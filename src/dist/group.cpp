@@ -156,6 +156,18 @@ void Group::send_recv(const void* send, int64_t send_count, int dst, void* recv,
   do_send_recv(send, send_count, dst, recv, recv_count, src, dtype);
 }
 
+void Group::send(const void* data, int64_t count, int dst, DType dtype) {
+  VIDAX_CHECK(dst >= 0 && dst < size_ && dst != rank_, "send to ", dst, " in group ", name_);
+  Timed t(*this, CollectiveKind::kSendRecv, bytes_of(count, dtype));
+  do_send(data, count, dst, dtype);
+}
+
+void Group::recv(void* data, int64_t count, int src, DType dtype) {
+  VIDAX_CHECK(src >= 0 && src < size_ && src != rank_, "recv from ", src, " in group ", name_);
+  Timed t(*this, CollectiveKind::kSendRecv, 0);
+  do_recv(data, count, src, dtype);
+}
+
 void Group::barrier() {
   Timed t(*this, CollectiveKind::kBarrier, 0);
   if (size_ > 1) do_barrier();
@@ -220,6 +232,12 @@ class SelfGroup final : public Group {
                     DType dtype) override {
     VIDAX_CHECK(send_count == recv_count, "self send_recv count mismatch");
     if (send != recv) std::memmove(recv, send, static_cast<size_t>(bytes_of(send_count, dtype)));
+  }
+  void do_send(const void*, int64_t, int, DType) override {
+    VIDAX_CHECK(false, "send in a size-1 group");
+  }
+  void do_recv(void*, int64_t, int, DType) override {
+    VIDAX_CHECK(false, "recv in a size-1 group");
   }
   void do_barrier() override {}
 };

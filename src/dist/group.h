@@ -76,6 +76,9 @@ class Group {
   // Sends to `dst` and receives from `src` at once (ring steps). Either count may be 0.
   void send_recv(const void* send, int64_t send_count, int dst, void* recv, int64_t recv_count,
                  int src, DType dtype);
+  // One-sided halves of send_recv: `dst` must post the matching recv (and vice versa).
+  void send(const void* data, int64_t count, int dst, DType dtype);
+  void recv(void* data, int64_t count, int src, DType dtype);
   void barrier();
 
   // ---- Deterministic reductions (F32 or I64).
@@ -106,6 +109,8 @@ class Group {
   virtual void do_broadcast(void* data, int64_t count, DType dtype, int root) = 0;
   virtual void do_send_recv(const void* send, int64_t send_count, int dst, void* recv,
                             int64_t recv_count, int src, DType dtype) = 0;
+  virtual void do_send(const void* data, int64_t count, int dst, DType dtype) = 0;
+  virtual void do_recv(void* data, int64_t count, int src, DType dtype) = 0;
   virtual void do_barrier() = 0;
 
  private:

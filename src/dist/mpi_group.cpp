@@ -154,6 +154,18 @@ class MpiGroup final : public Group {
     wait(reqs, "send_recv");
   }
 
+  void do_send(const void* data, int64_t count, int dst, DType dtype) override {
+    Requests reqs;
+    post_send(reqs, data, count * static_cast<int64_t>(dtype_size(dtype)), dst);
+    wait(reqs, "send");
+  }
+
+  void do_recv(void* data, int64_t count, int src, DType dtype) override {
+    Requests reqs;
+    post_recv(reqs, data, count * static_cast<int64_t>(dtype_size(dtype)), src);
+    wait(reqs, "recv");
+  }
+
   void do_barrier() override {
     Requests reqs(1);
     check(MPI_Ibarrier(comm_, &reqs[0]), "barrier");

@@ -14,6 +14,8 @@
 
 #include "core/buffer.h"
 #include "core/convert.h"
+#include "core/thread_scratch.h"
+#include "kernels/cpu/kernel_choices.h"
 #include "kernels/cpu/onednn_bf16.h"
 
 namespace vidax {
@@ -215,10 +217,9 @@ DType Conv3d::compute_dtype() const { return impl_->compute; }
 bool Conv3d::widened() const { return impl_->widened; }
 
 bool conv3d_widens_bf16() {
-  // VIDAX_CONV=widened forces the widened path (tests run it on every machine).
-  const char* env = std::getenv("VIDAX_CONV");
-  const bool forced = env != nullptr && std::string_view(env) == "widened";
-  return forced || !onednn_bf16_supported();
+  // KernelChoices::conv_widened (VIDAX_CONV=widened) forces the widened path (tests run it on
+  // every machine).
+  return kernel_choices().conv_widened || !onednn_bf16_supported();
 }
 
 size_t Conv3d::weight_bytes() const {
@@ -258,7 +259,8 @@ void Conv3d::forward(const void* src, int64_t t_in, int64_t h, int64_t w, float*
     args.emplace(DNNL_ARG_BIAS, memory(b, cpu_engine(), const_cast<void*>(impl_->bias.raw_data())));
   }
   // One grow-only scratchpad per calling thread, shared by every primitive (a few MB).
-  thread_local Buffer<std::byte> scratch;
+  thread_local ThreadScratch<Buffer<std::byte>> scratch_holder;
+  Buffer<std::byte>& scratch = scratch_holder.value;
   const memory::desc scratch_md = e.pd.scratchpad_desc();
   scratch.resize(std::max<size_t>(scratch_md.get_size(), 1));
   args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_md, cpu_engine(), scratch.data()));

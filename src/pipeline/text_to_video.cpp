@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/thread_scratch.h"
 #include "dist/mesh.h"
 #include "dist/tensor_collectives.h"
 #include "io/temp_paths.h"
@@ -276,6 +277,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
     // A CFG rank runs one branch: the other branch's context is never read (denoise.h).
     if (branch == 0) context_null = context;
     if (branch == 1) context = context_null;
+    release_thread_scratch();  // the encoder's kernel scratch is not the DiT's
     r.encode_seconds = seconds_since(t0);
   }
 
@@ -306,6 +308,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
     r.denoise_seconds = seconds_since(t0);
     r.seconds_per_step = step_seconds / o.denoise.steps;
   }
+  release_thread_scratch();  // e.g. the widened GEMMs' f32 weight copies, before the VAE
 
   // 3. Decode, streaming each chunk of frames into the writer as it is produced. Under a mesh
   // a tiled decode deals its tiles to every rank; an untiled one runs on rank 0 alone.

@@ -97,7 +97,7 @@ TEST(DitMesh, EveryMeshAndPolicyEqualsOneProcess) {
     wan::WanDit model(c, wan::random_dit_weights(c, DType::kF32, 5), p);
     const std::string prior = west_prior(model);
     const std::vector<std::string> policies = {
-        "dense", "window:1,2,4", "svg:density=0.4,block=8,warmup=0,warmup_layers=0",
+        "dense", "window:2,4,4:tile=1,2,2", "svg:density=0.4,block=8,warmup=0,warmup_layers=0",
         "spade:topp=0.7,dense_layers=0", "west:" + prior + ":budget=0.3,block=1x2x4"};
     for (const MeshSpec& spec : meshes()) {
       Mesh mesh(spec, world());

@@ -90,7 +90,7 @@ void bench_dit(const BenchArgs& a) {
   }
   check_mesh_for_model(*mesh, cfg.num_heads, true);
   wan::WanDit model(cfg, weights, p);
-  ExecContext ctx;
+  ExecContext ctx = cli_context();
   ctx.mesh = mesh.get();
   model.set_context(ctx);
   if (ck) ck->source().release_resident_pages();  // packed copies are all we need now

@@ -24,6 +24,7 @@
 #include "kernels/cpu/flash_attention.h"
 #include "models/wan/dit.h"
 #include "sparse/attention_policy.h"
+#include "sparse/self_attention_op.h"
 #include "sparse/sparse_attention.h"
 
 namespace vidax::cli {
@@ -107,19 +108,21 @@ void bench_attention(const AttentionBenchArgs& a) {
   double steady_seconds = mask_seconds, steady_cpu = mask_seconds;
   sparse::AttentionPlan plan;
   std::string name;
+  sparse::SelfAttentionOp op;  // the DiT's own self-attention op (sparse/self_attention_op.h)
   for (int64_t r = 0; r < a.repeat; ++r) {
-    auto policy = sparse::make_attention_policy(a.attention);
+    std::shared_ptr<sparse::AttentionPolicy> policy = sparse::make_attention_policy(a.attention);
     name = policy->name();
+    op.set_policy(policy);
     auto t0 = Clock::now();
     double c0 = cpu_seconds();
-    plan = policy->plan(call);
+    plan = op.plan(call);
     mask_cpu = std::min(mask_cpu, cpu_seconds() - c0);
     mask_seconds = std::min(mask_seconds, seconds_since(t0));
     sparse::AttentionCall next = call;
     ++next.step;
     t0 = Clock::now();
     c0 = cpu_seconds();
-    const sparse::AttentionPlan again = policy->plan(next);
+    const sparse::AttentionPlan again = op.plan(next);
     steady_cpu = std::min(steady_cpu, cpu_seconds() - c0);
     steady_seconds = std::min(steady_seconds, seconds_since(t0));
   }
@@ -142,7 +145,6 @@ void bench_attention(const AttentionBenchArgs& a) {
   }
   io.out = out.data();
   io.out_stride = dim;
-  sparse::AttentionWorkspace ws;
   double sparse_seconds = std::numeric_limits<double>::infinity();
   double sparse_cpu = std::numeric_limits<double>::infinity();
   // The DiT's dense path: (bf16 conversion of v) + flash attention, interleaved with the
@@ -151,13 +153,6 @@ void bench_attention(const AttentionBenchArgs& a) {
   double dense_cpu = std::numeric_limits<double>::quiet_NaN();
   double rel_l2 = std::numeric_limits<double>::quiet_NaN();
   std::vector<float> dense;
-  AttentionDims d{};
-  d.q_len = d.kv_len = d.kv_valid = tokens;
-  d.heads = a.heads;
-  d.head_dim = a.head_dim;
-  d.q_stride = d.k_stride = d.v_stride = 3 * dim;
-  d.out_stride = dim;
-  d.scale = scale;
   if (!a.no_dense) {
     dense.resize(out.size());
     dense_seconds = dense_cpu = std::numeric_limits<double>::infinity();
@@ -166,18 +161,16 @@ void bench_attention(const AttentionBenchArgs& a) {
     auto t0 = Clock::now();
     double c0 = cpu_seconds();
     if (bf16) convert_v();
-    sparse::execute_attention_plan(plan, io, ws, call);
+    op.execute(&plan, call, io);
     sparse_cpu = std::min(sparse_cpu, cpu_seconds() - c0);
     sparse_seconds = std::min(sparse_seconds, seconds_since(t0));
     if (a.no_dense) continue;
     t0 = Clock::now();
     c0 = cpu_seconds();
-    if (bf16) {
-      convert_v();
-      flash_attention(qkv16.data(), qkv16.data() + dim, qkv16.data() + 2 * dim, dense.data(), d);
-    } else {
-      flash_attention(io.q, io.k, io.v, dense.data(), d);
-    }
+    if (bf16) convert_v();
+    sparse::AttentionIo dense_io = io;
+    dense_io.out = dense.data();
+    op.execute(nullptr, call, dense_io);  // the dense path, as the DiT takes it
     dense_cpu = std::min(dense_cpu, cpu_seconds() - c0);
     dense_seconds = std::min(dense_seconds, seconds_since(t0));
   }

@@ -128,6 +128,7 @@ void register_generate(CLI::App& app, int argc, char** argv) {
     const auto mesh = make_mesh(a->mesh);
     GenerateOptions o = to_options(*a);
     o.command_line = command_line;
+    o.ctx = cli_context();
     o.ctx.mesh = mesh.get();
     // A random seed is drawn on rank 0 and shared, so every rank draws the same noise.
     o.seed = dist::broadcast_u64(mesh->world(), o.seed, 0);

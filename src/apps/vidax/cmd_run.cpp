@@ -54,7 +54,7 @@ wan::WanDit load_dit(const DitArgs& a, const dist::Mesh& mesh, bool has_cfg) {
                           "and cfg; ring attention is dense only (--mesh ", a.mesh.spec, ")");
   wan::WanDit model(ck.config(), ck.loader(), p);
   if (policy->name() != "dense") model.set_attention(std::move(policy));
-  ExecContext ctx;
+  ExecContext ctx = cli_context();
   ctx.mesh = &mesh;
   model.set_context(ctx);
   return model;
@@ -154,7 +154,7 @@ void run_denoise(const DitArgs& a, const std::string& in_path, const std::string
   const int64_t seq_len =
       in.contains("seq_len") ? scalar_int(in.tensor("seq_len"), in_path + ": seq_len") : 0;
   wan::WanDit model = load_dit(a, *mesh, context_null.defined() && opt.guide_scale != 1.0);
-  ExecContext ctx;
+  ExecContext ctx = cli_context();
   ctx.mesh = mesh.get();
   const bool out_rank = is_output_rank();
   std::vector<std::pair<std::string, Tensor>> outputs;

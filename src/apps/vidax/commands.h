@@ -7,7 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "core/exec_context.h"
+
 namespace vidax::cli {
+
+// The execution context main() built from the environment and the global flags (threads,
+// kernel choices) and applied; commands copy it and add their mesh.
+const ExecContext& cli_context();
+ExecContext& mutable_cli_context();  // main.cpp only
 
 void register_inspect(CLI::App& app);
 void register_run(CLI::App& app);

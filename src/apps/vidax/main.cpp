@@ -12,6 +12,7 @@
 #include "apps/vidax/mesh_args.h"
 #include "core/error.h"
 #include "dist/world.h"
+#include "kernels/cpu/kernel_choices.h"
 
 namespace vidax::cli {
 
@@ -48,6 +49,12 @@ std::pair<int64_t, int64_t> parse_size(const std::string& text, const std::strin
     throw_input_error(flag, ": expected WIDTHxHEIGHT such as 832x480, got '", text, "'");
   return {w[0], h[0]};
 }
+
+ExecContext& mutable_cli_context() {
+  static ExecContext ctx;
+  return ctx;
+}
+const ExecContext& cli_context() { return mutable_cli_context(); }
 
 }  // namespace vidax::cli
 
@@ -98,12 +105,12 @@ int run_cli(int argc, char** argv) {
                  "seconds a collective waits for its peers before the job is ended (default 600)")
       ->check(CLI::PositiveNumber);
   app.parse_complete_callback([&] {
+    // The one place the environment is read for the execution context (core/exec_context.h).
+    vidax::ExecContext& ctx = vidax::cli::mutable_cli_context();
+    ctx = vidax::ExecContext::from_environment();
     const int local = vidax::dist::local_process_count();
-    if (threads > 0) {
-      omp_set_num_threads(threads);
-    } else if (local > 1) {
-      omp_set_num_threads(std::max(1, omp_get_num_procs() / local));
-    }
+    ctx.threads = threads > 0 ? threads : local > 1 ? std::max(1, omp_get_num_procs() / local) : 0;
+    vidax::apply_exec_context(ctx);
     vidax::dist::set_collective_timeout_seconds(dist_timeout);
   });
   vidax::cli::register_inspect(app);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/thread_scratch.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/elementwise.h"
 
@@ -53,6 +54,12 @@ struct alignas(64) TileConfig {
 struct ThreadBuffer {
   void* p = nullptr;
   size_t bytes = 0;
+  ThreadBuffer() = default;
+  ThreadBuffer& operator=(ThreadBuffer&& o) noexcept {
+    std::swap(p, o.p);
+    std::swap(bytes, o.bytes);
+    return *this;
+  }
   ~ThreadBuffer() { std::free(p); }
   void* get(size_t want) {
     if (want > bytes) {
@@ -284,7 +291,9 @@ VIDAX_AMX void run_thread(const Plan& plan, const X* x, int64_t x_stride, const 
   const int64_t tasks = plan.m_blocks * plan.n_groups;
   const int64_t t0 = tasks * thread / threads, t1 = tasks * (thread + 1) / threads;
   if (t0 >= t1) return;
-  static thread_local ThreadBuffer a_buf, c_buf;
+  static thread_local ThreadScratch<ThreadBuffer> a_scratch, c_scratch;
+  ThreadBuffer& a_buf = a_scratch.value;
+  ThreadBuffer& c_buf = c_scratch.value;
   alignas(64) float scratch[32 * 32];
   const TileConfig config;
   PendingBlock pending;

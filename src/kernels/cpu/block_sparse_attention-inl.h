@@ -319,7 +319,9 @@ void SparseWidened(const T* q, const T* k, const T* v, float* out, const SparseP
       sp, g.hd * kBlockK, kBlockK * g.dv, kBlockK,
       [&](int64_t h, int64_t sub, float* kt, float* vp) {
         const Geometry gs = sp.sub_geometry(sub);
-        thread_local std::vector<T> stage_k, stage_v;
+        thread_local ThreadScratch<std::vector<T>> stage_k_scratch, stage_v_scratch;
+        std::vector<T>& stage_k = stage_k_scratch.value;
+        std::vector<T>& stage_v = stage_v_scratch.value;
         const SubBlockSource<T> ks = SubBlockRows(sp, k, h, sub, stage_k);
         const SubBlockSource<T> vs = SubBlockRows(sp, v, h, sub, stage_v);
 #if VIDAX_FA_AVX512
@@ -349,7 +351,9 @@ void RunSparsePairs(const BFloat16* k, const BFloat16* v, const SparseProblem& s
       sp, g.kpairs * kBlockK, (kBlockK / 2) * g.dv, width,
       [&](int64_t h, int64_t sub, float* kp, float* vp) {
         const Geometry gs = sp.sub_geometry(sub);
-        thread_local std::vector<BFloat16> stage_k, stage_v;
+        thread_local ThreadScratch<std::vector<BFloat16>> stage_k_scratch, stage_v_scratch;
+        std::vector<BFloat16>& stage_k = stage_k_scratch.value;
+        std::vector<BFloat16>& stage_v = stage_v_scratch.value;
         const SubBlockSource<BFloat16> ks = SubBlockRows(sp, k, h, sub, stage_k);
         const SubBlockSource<BFloat16> vs = SubBlockRows(sp, v, h, sub, stage_v);
         PackKPairsAvx512(ks.base, ks.ad, gs, ks.h, 0, reinterpret_cast<uint32_t*>(kp));

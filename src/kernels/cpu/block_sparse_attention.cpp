@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/thread_scratch.h"
 
 namespace vidax {
 namespace {

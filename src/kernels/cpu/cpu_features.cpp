@@ -1,5 +1,7 @@
 #include "kernels/cpu/cpu_features.h"
 
+#include "kernels/cpu/kernel_choices.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -78,10 +80,7 @@ bool amx_bf16_usable() {
 bool bf16_dot_product_fast() {
   static const bool fast = [] {
     if (!cpu_has_avx512_bf16() || amx_bf16_usable()) return false;
-    const char* env = std::getenv("VIDAX_BF16_DOT");
-    if (env != nullptr && (std::string_view(env) == "0" || std::string_view(env) == "1")) {
-      return std::string_view(env) == "1";
-    }
+    if (kernel_choices().bf16_dot >= 0) return kernel_choices().bf16_dot == 1;  // VIDAX_BF16_DOT
 #if defined(__x86_64__)
     return cpu_is_amd();
 #else

@@ -29,6 +29,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/thread_scratch.h"
 #include "kernels/cpu/block_sparse_attention.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/flash_attention.h"
@@ -100,17 +101,22 @@ using ::vidax::cpu_has_avx512_bf16;
 // Packed K/V buffer of the calling thread, kept from call to call: a denoising loop calls
 // attention with the same shapes thousands of times, and a fresh multi-megabyte allocation
 // would page-fault on every call. At most kPackBudgetBytes (or one head) per calling thread.
+// Freed between phases by release_thread_scratch() (core/thread_scratch.h).
+struct PackedBuffer {
+  hwy::AlignedFreeUniquePtr<float[]> buffer;
+  size_t capacity = 0;
+};
 inline float* packed_scratch(size_t floats) {
-  thread_local hwy::AlignedFreeUniquePtr<float[]> buffer;
-  thread_local size_t capacity = 0;
-  if (capacity < floats) {
-    buffer.reset();
-    capacity = 0;
-    buffer = hwy::AllocateAligned<float>(floats);
-    if (!buffer) throw std::bad_alloc();
-    capacity = floats;
+  thread_local ThreadScratch<PackedBuffer> scratch;
+  PackedBuffer& s = scratch.value;
+  if (s.capacity < floats) {
+    s.buffer.reset();
+    s.capacity = 0;
+    s.buffer = hwy::AllocateAligned<float>(floats);
+    if (!s.buffer) throw std::bad_alloc();
+    s.capacity = floats;
   }
-  return buffer.get();
+  return s.buffer.get();
 }
 
 // The running state of query rows from some row on: views into a Scratch.

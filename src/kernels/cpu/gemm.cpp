@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "core/thread_scratch.h"
 #include "kernels/cpu/amx_gemm.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kernel_choices.h"
 #include "kernels/cpu/onednn_bf16.h"
 
 namespace vidax {
@@ -24,12 +26,9 @@ dnnl::engine& cpu_engine() {
 
 // --- AMX path: BF16 compute on machines with usable AMX-BF16 runs our own kernel
 // (kernels/cpu/amx_gemm.h) instead of oneDNN.
-// VIDAX_GEMM (read per construction): "onednn" forces oneDNN's bf16 kernels, "widened" the
-// widened path (below), anything else or unset picks by the machine.
-std::string_view gemm_env() {
-  const char* env = std::getenv("VIDAX_GEMM");
-  return env != nullptr ? std::string_view(env) : std::string_view();
-}
+// KernelChoices::gemm (VIDAX_GEMM; read per construction): "onednn" forces oneDNN's bf16
+// kernels, "widened" the widened path (below), anything else or unset picks by the machine.
+std::string_view gemm_env() { return kernel_choices().gemm; }
 bool use_amx_gemm(DType compute) {
   return compute == DType::kBF16 && amx_bf16_usable() && gemm_env() != "onednn" &&
          gemm_env() != "widened";
@@ -199,7 +198,10 @@ void PackedLinear::run(const void* x, int64_t m, void* y, bool bf16_out) const {
     // The weight is widened once per call into a per-thread f32 scratch (the largest weight
     // this thread has run), then x [m, k] bf16 kWidenRows rows at a time, run in f32; a bf16
     // output is rounded from an f32 scratch after the epilogue, as oneDNN does.
-    thread_local std::vector<float> ws, xs, ys;
+    thread_local ThreadScratch<std::vector<float>> ws_scratch, xs_scratch, ys_scratch;
+    std::vector<float>& ws = ws_scratch.value;
+    std::vector<float>& xs = xs_scratch.value;
+    std::vector<float>& ys = ys_scratch.value;
     const size_t weight_elems = im.packed_desc.get_size() / sizeof(float);
     if (ws.size() < weight_elems) ws.resize(weight_elems);
     convert_floats(im.packed->data(), DType::kBF16, ws.data(), DType::kF32, weight_elems);

@@ -159,8 +159,7 @@ const DitConfig& WanDit::config() const { return impl_->cfg; }
 
 void WanDit::set_attention(std::shared_ptr<sparse::AttentionPolicy> policy,
                            sparse::AttentionDiagnostics* diagnostics) {
-  impl_->attention = std::move(policy);
-  impl_->attention_diagnostics = diagnostics;
+  impl_->self_attn.set_policy(std::move(policy), diagnostics);
 }
 Precision WanDit::precision() const { return impl_->precision; }
 

@@ -96,65 +96,39 @@ void WanDit::Impl::attention_core(int index, const DitState& st, const T* q, con
                                   float* out, int64_t out_stride) {
   constexpr bool kBf16 = std::is_same_v<T, BFloat16>;
   const int64_t hd = cfg.head_dim();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // A policy's plan (sparse attention); a missing policy or an all-dense plan without
-  // diagnostics takes the dense path below, unchanged.
-  sparse::AttentionCall call;
-  sparse::AttentionPlan plan;
-  bool planned = false;
-  if (attention) {
-    profile::ScopedTimer pt("attention.plan");
-    call.layer = index;
-    call.layers = cfg.num_layers;
-    call.step = st.step;
-    call.steps = st.steps;
-    call.timestep = st.timestep;
-    call.cfg_branch = st.cfg_branch;
-    call.grid = {st.grid[0], st.grid[1], st.grid[2]};
-    call.heads = heads;
-    call.first_head = first_head;
-    call.model_heads = cfg.num_heads;
-    call.head_dim = hd;
-    call.q = q32;
-    call.k = k32;
-    call.stride = stride;
-    if constexpr (kBf16) {  // the policy's estimators may read the bf16 copies (half the bytes)
-      call.q16 = q;
-      call.k16 = k;
-    }
-    plan = attention->plan(call);
-    planned = !plan.all_dense() || attention_diagnostics != nullptr;
+  sparse::AttentionCall call;  // what a policy sees (sparse/attention_policy.h)
+  call.layer = index;
+  call.layers = cfg.num_layers;
+  call.step = st.step;
+  call.steps = st.steps;
+  call.timestep = st.timestep;
+  call.cfg_branch = st.cfg_branch;
+  call.grid = {st.grid[0], st.grid[1], st.grid[2]};
+  call.heads = heads;
+  call.first_head = first_head;
+  call.model_heads = cfg.num_heads;
+  call.head_dim = hd;
+  call.q = q32;
+  call.k = k32;
+  call.stride = stride;
+  sparse::AttentionIo io;
+  io.q = q32;
+  io.k = k32;
+  io.v = v32;
+  io.stride = stride;
+  io.tokens = tokens;
+  io.heads = heads;
+  io.head_dim = hd;
+  io.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  io.bf16 = kBf16;
+  if constexpr (kBf16) {  // the policy's estimators may read the bf16 copies (half the bytes)
+    call.q16 = io.q16 = q;
+    call.k16 = io.k16 = k;
+    io.v16 = v;
   }
-  profile::ScopedTimer pt("attention.self");
-  if (planned) {
-    sparse::AttentionIo io;
-    io.q = q32;
-    io.k = k32;
-    io.v = v32;
-    io.stride = stride;
-    io.tokens = tokens;
-    io.heads = heads;
-    io.head_dim = hd;
-    io.scale = scale;
-    io.bf16 = kBf16;
-    if constexpr (kBf16) {
-      io.q16 = q;
-      io.k16 = k;
-      io.v16 = v;
-    }
-    io.out = out;
-    io.out_stride = out_stride;
-    sparse::execute_attention_plan(plan, io, attention_ws, call, attention_diagnostics);
-    return;
-  }
-  AttentionDims ad{};
-  ad.heads = heads;
-  ad.head_dim = hd;
-  ad.scale = scale;
-  ad.q_len = ad.kv_len = ad.kv_valid = tokens;
-  ad.q_stride = ad.k_stride = ad.v_stride = stride;
-  ad.out_stride = out_stride;
-  flash_attention(q, k, v, out, ad);
+  io.out = out;
+  io.out_stride = out_stride;
+  self_attn.run(call, io);
 }
 
 void WanDit::Impl::self_attention(int index, DitState& st, const float* mod) {
@@ -212,7 +186,7 @@ void WanDit::Impl::self_attention(int index, DitState& st, const float* mod) {
     // when a policy runs), so the plan is the one a single process makes.
     std::vector<float> f32_heads;  // [U * rows][3][heads / U][hd]
     const int64_t width = heads / ctx.mesh->ulysses().size() * hd;
-    if (attention)
+    if (self_attn.has_policy())
       ulysses_to_heads<float>(ctx.mesh->ulysses(), q, 3 * dim, rows, heads, hd, f32_heads);
     AttentionCore<BFloat16> core = [&](const BFloat16* cq, const BFloat16* ck, const BFloat16* cv,
                                        int64_t stride, int64_t tokens, int64_t h, int64_t first,

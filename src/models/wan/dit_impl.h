@@ -12,7 +12,7 @@
 #include "nn/linear.h"
 #include "nn/sequence_parallel.h"
 #include "sparse/attention_policy.h"
-#include "sparse/sparse_attention.h"
+#include "sparse/self_attention_op.h"
 
 namespace vidax::wan {
 
@@ -77,10 +77,8 @@ struct WanDit::Impl {
   std::vector<float> img_ln0_w, img_ln0_b, img_ln4_w, img_ln4_b;
   PackedLinear img1, img3;
   Rope3dTable rope;
-  ExecContext ctx;                                     // threads, profiler, mesh
-  std::shared_ptr<sparse::AttentionPolicy> attention;  // null: dense
-  sparse::AttentionDiagnostics* attention_diagnostics = nullptr;
-  sparse::AttentionWorkspace attention_ws;
+  ExecContext ctx;                    // threads, profiler, mesh
+  sparse::SelfAttentionOp self_attn;  // the attention core: a policy's plan, or dense
 
   // Scratch reused across blocks and calls.
   Buffer<float> x, act, qkv, attn, tmp, hidden, kv;
