@@ -4,10 +4,13 @@
 // on one rank, a killed rank, a stopped rank) ends every process with an error and no output.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "dist/mesh.h"
@@ -249,6 +252,49 @@ TEST(MeshCli, GenerateWritesTheSameFramesOnEveryMesh) {
     std::filesystem::remove_all(out);
     std::filesystem::remove(out + ".json");
   }
+}
+
+TEST(MeshCli, BenchDitCountsTheBytesTheCommunicationModelPredicts) {
+  TempDir dir;
+  const std::string model = write_random_dit(dir, 4, 2, 9);
+  // 5 frames at 80x48: 2 x 6 x 5 = 60 tokens; 4 ranks: 15 rows each. bf16 and fp32.
+  for (const std::string precision : {"bf16", "fp32"}) {
+    for (const std::string mesh : {"ulysses=4", "cfg=2,ring=2", "ulysses=2,ring=2"}) {
+      const Result r = run_mpi(4, "bench dit --weights " + model +
+                                      " --frames 5 --size 80x48 "
+                                      "--iters 2 --warmup 0 --json --precision " +
+                                      precision + " --mesh " + mesh);
+      ASSERT_EQ(r.code, 0) << r.out;
+      const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+      EXPECT_EQ(j["mesh"], dist::parse_mesh_spec(mesh).str());
+      for (const auto& [kind, bytes] : j["comm_model_bytes"].items()) {
+        const double measured = j["comm_measured"].contains(kind)
+                                    ? j["comm_measured"][kind]["bytes_sent"].get<double>()
+                                    : 0.0;
+        EXPECT_NEAR(measured, bytes.get<double>(), 1e-9 * bytes.get<double>() + 1e-9)
+            << mesh << " " << precision << " " << kind;
+      }
+      EXPECT_GT(j["seconds_per_forward"].get<double>(), 0.0);
+    }
+  }
+}
+
+TEST(MeshCli, BenchCommReportsEveryCollectiveOfTheMesh) {
+  const Result r = run_mpi(4,
+                           "bench comm --mesh cfg=2,ulysses=2 --frames 1 --size 64x64 "
+                           "--iters 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  std::set<std::string> seen;
+  for (const auto& c : j["block_collectives"]) {
+    seen.insert(c["collective"].get<std::string>() + "@" + c["group"].get<std::string>());
+    EXPECT_GT(c["seconds"].get<double>(), 0.0);
+  }
+  EXPECT_TRUE(seen.count("all_to_all@ulysses")) << r.out;
+  EXPECT_TRUE(seen.count("all_gather@sp")) << r.out;
+  EXPECT_TRUE(seen.count("all_gather@cfg")) << r.out;
+  for (const char* kind : {"all_to_all", "all_gather", "send_recv", "all_reduce", "broadcast"})
+    EXPECT_TRUE(j["alpha_beta"].contains(kind)) << kind;
 }
 
 // ---- Failures: a one-line error, non-zero exit of the job, no output file.

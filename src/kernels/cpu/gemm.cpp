@@ -28,7 +28,7 @@ dnnl::engine& cpu_engine() {
 // (kernels/cpu/amx_gemm.h) instead of oneDNN.
 // KernelChoices::gemm (VIDAX_GEMM; read per construction): "onednn" forces oneDNN's bf16
 // kernels, "widened" the widened path (below), anything else or unset picks by the machine.
-std::string_view gemm_env() { return kernel_choices().gemm; }
+std::string gemm_env() { return kernel_choices().gemm; }
 bool use_amx_gemm(DType compute) {
   return compute == DType::kBF16 && amx_bf16_usable() && gemm_env() != "onednn" &&
          gemm_env() != "widened";

@@ -16,9 +16,8 @@ std::optional<KernelChoices>& current() {
 
 }  // namespace
 
-const KernelChoices& kernel_choices() {
-  if (!current()) current() = KernelChoices::from_environment();
-  return *current();
+KernelChoices kernel_choices() {
+  return current() ? *current() : KernelChoices::from_environment();
 }
 
 void set_kernel_choices(const KernelChoices& choices) { current() = choices; }

@@ -1,7 +1,7 @@
 // The kernel overrides in force in this process (core/exec_context.h: KernelChoices). Kernel
 // dispatch is process-wide (a CPU has one set of units), so the choices are set once, by the CLI
-// through apply_exec_context, before any kernel runs; without that they are the environment's
-// (KernelChoices::from_environment, read on first use), which is what tests rely on.
+// through apply_exec_context, before any kernel runs; without that they are the environment's,
+// read at each use (KernelChoices::from_environment; tests switch them between cases).
 // Thread-safety: set before kernels run; read-only afterwards.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 namespace vidax {
 
-const KernelChoices& kernel_choices();
+KernelChoices kernel_choices();
 void set_kernel_choices(const KernelChoices& choices);
 
 // The process-wide parts of a context: OpenMP threads (when > 0), the kernel choices, the
