@@ -214,7 +214,7 @@ class MpiGroup final : public Group {
             what);
       if (done) return;
       if (spin < 64) continue;
-      std::this_thread::sleep_for(std::chrono::microseconds(spin < 1000 ? 20 : 500));
+      std::this_thread::sleep_for(std::chrono::microseconds(spin < 1000 ? 20 : 100));
       if ((spin & 255) == 0) {
         const double waited =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

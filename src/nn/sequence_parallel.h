@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "core/buffer.h"
@@ -40,20 +41,35 @@ using AttentionCore =
     std::function<void(const T* q, const T* k, const T* v, int64_t stride, int64_t tokens,
                        int64_t heads, int64_t first_head, float* out, int64_t out_stride)>;
 
+// Buffers reused from call to call (the exchanges of every block have the same sizes).
+struct SeqParallelWorkspace {
+  Buffer<float> send32, recv32, heads_out, back;
+  Buffer<BFloat16> send16, recv16;
+  template <typename T>
+  Buffer<T>& pick(Buffer<float>& f32, Buffer<BFloat16>& bf16) {
+    if constexpr (std::is_same_v<T, float>) {
+      return f32;
+    } else {
+      return bf16;
+    }
+  }
+};
+
 // The Ulysses exchange alone: `rows` local rows of q | k | v (all heads, row `stride`) become
-// out = [U * rows][3][heads / U][head_dim] (this rank's heads, the ring shard's rows in order).
+// out = [U * rows][3][heads / U][head_dim] (this rank's heads, the ring shard's rows in order);
+// `send` is the packing buffer.
 template <typename T>
 void ulysses_to_heads(dist::Group& ulysses, const T* qkv, int64_t stride, int64_t rows,
-                      int64_t heads, int64_t head_dim, std::vector<T>& out);
+                      int64_t heads, int64_t head_dim, Buffer<T>& send, Buffer<T>& out);
 
 // Self-attention of the local rows under the mesh's ulysses x ring groups.
 //   qkv    [shard.per_rank, 3 * heads * head_dim] rows q | k | v (row stride `stride`), RoPE done
 //   out    [shard.per_rank, heads * head_dim] f32 (row stride `out_stride`); padding rows get 0
 //   core   runs attention on complete rows (used without ring; ring uses its own chunk kernel)
-// `scratch` buffers are reused across calls.
 template <typename T>
 void sequence_parallel_attention(const dist::Mesh& mesh, const SeqShard& shard, const T* qkv,
                                  int64_t stride, int64_t heads, int64_t head_dim, float scale,
-                                 const AttentionCore<T>& core, float* out, int64_t out_stride);
+                                 const AttentionCore<T>& core, float* out, int64_t out_stride,
+                                 SeqParallelWorkspace& ws);
 
 }  // namespace vidax

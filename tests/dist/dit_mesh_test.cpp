@@ -113,7 +113,7 @@ TEST(DitMesh, EveryMeshAndPolicyEqualsOneProcess) {
           model.set_context(ctx);
           model.set_attention(policy == "dense" ? nullptr : sparse::make_attention_policy(policy));
           const Tensor got = model.forward(sample(per_token));
-          const double tol = spec.ring > 1 ? (p == wan::Precision::kBF16 ? 1e-2 : 1e-5) : 1e-6;
+          const double tol = spec.ring > 1 ? (p == wan::Precision::kBF16 ? 5e-3 : 1e-5) : 1e-6;
           EXPECT_LE(rel_diff(got, ref), tol)
               << spec.str() << " " << policy << (per_token ? " per-token t" : "")
               << (p == wan::Precision::kBF16 ? " bf16" : " fp32");

@@ -1,7 +1,8 @@
-// Attention over one chunk of keys that also returns each row's log-sum-exp, so partial results
-// over disjoint key chunks can be merged exactly (ring attention: nn/sequence_parallel.h).
+// Ring attention's arithmetic: merging attention results over disjoint key chunks by their
+// log-sum-exp (the flash kernels return it: AttentionDims::lse), and a scalar reference of
+// attention with its log-sum-exp that the kernel tests compare the flash kernels' lse against.
 // f32 accumulation; bf16 inputs are widened. Per (head, query row): an online softmax over the
-// valid keys in blocks of 64, the score and value loops vectorised by the compiler.
+// valid keys in blocks of 64.
 //
 // Thread-safety: re-entrant; parallelises over heads x query rows with OpenMP.
 #pragma once

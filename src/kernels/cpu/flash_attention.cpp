@@ -419,12 +419,18 @@ HWY_INLINE void ExpRowsF32(int64_t rows, int64_t valid, float c, float* sb, cons
   }
 }
 
-// out[i][c] = O[i][c] / l[i] for the task's rows.
+// out[i][c] = O[i][c] / l[i] for the task's rows; with `lse` (row stride `lse_stride`) also each
+// row's log-sum-exp: the running maximum m is in the scaled log2 domain (p = 2^(s*c - m)), so
+// ln(sum_j e^(scale s_j)) = (m + log2 l) * ln 2.
 HWY_INLINE void FinishRows(int64_t rows, const Geometry& g, const RowState& s, float* out,
-                           int64_t out_stride) {
+                           int64_t out_stride, float* lse = nullptr, int64_t lse_stride = 0) {
   const DF df;
   for (int64_t i = 0; i < rows; ++i) {
-    const float inv = 1.0f / hn::GetLane(hn::SumOfLanes(df, hn::Load(df, s.lsum + i * 16)));
+    const float l = hn::GetLane(hn::SumOfLanes(df, hn::Load(df, s.lsum + i * 16)));
+    if (lse != nullptr)
+      lse[i * lse_stride] = static_cast<float>(
+          (static_cast<double>(s.m[i]) + std::log2(static_cast<double>(l))) * 0.6931471805599453);
+    const float inv = 1.0f / l;
     const float* oi = s.o + i * g.dv;
     float* dst = out + i * out_stride;
     int64_t c = 0;
@@ -513,7 +519,8 @@ void TaskWidened(const AttentionDims& d, const Geometry& g, const T* q, float* o
       });
     }
   }
-  FinishRows(rows, g, st, out + q0 * d.out_stride + h * hd, d.out_stride);
+  FinishRows(rows, g, st, out + q0 * d.out_stride + h * hd, d.out_stride,
+             d.lse != nullptr ? d.lse + q0 * d.heads + h : nullptr, d.heads);
 }
 
 #if VIDAX_FA_AVX512

@@ -38,6 +38,10 @@ struct AttentionDims {
   // key and value: one row with the count is the same attention over ~7x fewer keys. Values
   // above 1 need a non-zero scale. (The block-sparse executor has no such count.)
   int64_t kv_last_repeat = 1;
+  // Optional [q_len, heads] output: each row's natural log-sum-exp of scale * q.k over the valid
+  // keys (the repeat counted), so results over disjoint key chunks can be merged exactly (ring
+  // attention, nn/sequence_parallel.h). Dense kernels only (not the block-sparse executor).
+  float* lse = nullptr;
 };
 
 // q [q_len, heads, head_dim], k/v [kv_len, heads, head_dim] (row strides as in `d`),

@@ -275,7 +275,8 @@ VIDAX_FA_BF16 void TaskDpBf16(const AttentionDims& d, const Geometry& g, const B
       });
     }
   }
-  FinishRows(rows, g, st, out + q0 * d.out_stride + h * g.hd, d.out_stride);
+  FinishRows(rows, g, st, out + q0 * d.out_stride + h * g.hd, d.out_stride,
+             d.lse != nullptr ? d.lse + q0 * d.heads + h : nullptr, d.heads);
 }
 
 void FlashDpBf16(const BFloat16* q, const BFloat16* k, const BFloat16* v, float* out,
@@ -515,7 +516,8 @@ VIDAX_FA_AMX void TaskAmx(const AttentionDims& d, const Geometry& g, const BFloa
   }
   VIDAX_FA_COMPILER_BARRIER();
   _tile_release();
-  FinishRows(rows, g, s.at(0), out + q0 * d.out_stride + h * g.hd, d.out_stride);
+  FinishRows(rows, g, s.at(0), out + q0 * d.out_stride + h * g.hd, d.out_stride,
+             d.lse != nullptr ? d.lse + q0 * d.heads + h : nullptr, d.heads);
 }
 
 void FlashAmx(const BFloat16* q, const BFloat16* k, const BFloat16* v, float* out,

@@ -184,19 +184,21 @@ void WanDit::Impl::self_attention(int index, DitState& st, const float* mod) {
   } else if (bf16) {
     // Policies estimate from f32 q and k: under Ulysses a bf16 run exchanges those too (only
     // when a policy runs), so the plan is the one a single process makes.
-    std::vector<float> f32_heads;  // [U * rows][3][heads / U][hd]
+    Buffer<float>& f32_heads = sp_f32_heads;  // [U * rows][3][heads / U][hd]
     const int64_t width = heads / ctx.mesh->ulysses().size() * hd;
-    if (self_attn.has_policy())
-      ulysses_to_heads<float>(ctx.mesh->ulysses(), q, 3 * dim, rows, heads, hd, f32_heads);
+    const bool exchange_f32 = self_attn.has_policy();
+    if (exchange_f32)
+      ulysses_to_heads<float>(ctx.mesh->ulysses(), q, 3 * dim, rows, heads, hd, sp_ws.send32,
+                              f32_heads);
     AttentionCore<BFloat16> core = [&](const BFloat16* cq, const BFloat16* ck, const BFloat16* cv,
                                        int64_t stride, int64_t tokens, int64_t h, int64_t first,
                                        float* out, int64_t os) {
-      const float* q32 = f32_heads.empty() ? nullptr : f32_heads.data();
+      const float* q32 = exchange_f32 ? f32_heads.data() : nullptr;
       attention_core<BFloat16>(index, st, cq, ck, cv, q32, q32 ? q32 + width : nullptr,
                                q32 ? q32 + 2 * width : nullptr, stride, tokens, h, first, out, os);
     };
     sequence_parallel_attention<BFloat16>(*ctx.mesh, st.shard, qkv16.data(), 3 * dim, heads, hd,
-                                          scale, core, attn.data(), dim);
+                                          scale, core, attn.data(), dim, sp_ws);
   } else {
     AttentionCore<float> core = [&](const float* cq, const float* ck, const float* cv,
                                     int64_t stride, int64_t tokens, int64_t h, int64_t first,
@@ -204,7 +206,7 @@ void WanDit::Impl::self_attention(int index, DitState& st, const float* mod) {
       attention_core<float>(index, st, cq, ck, cv, cq, ck, cv, stride, tokens, h, first, out, os);
     };
     sequence_parallel_attention<float>(*ctx.mesh, st.shard, q, 3 * dim, heads, hd, scale, core,
-                                       attn.data(), dim);
+                                       attn.data(), dim, sp_ws);
   }
   tmp.resize(static_cast<size_t>(rows * dim));
   {

@@ -79,6 +79,8 @@ struct WanDit::Impl {
   Rope3dTable rope;
   ExecContext ctx;                    // threads, profiler, mesh
   sparse::SelfAttentionOp self_attn;  // the attention core: a policy's plan, or dense
+  SeqParallelWorkspace sp_ws;         // the sequence-parallel exchanges' buffers
+  Buffer<float> sp_f32_heads;         // bf16 + policy under Ulysses: the f32 q|k|v exchanged
 
   // Scratch reused across blocks and calls.
   Buffer<float> x, act, qkv, attn, tmp, hidden, kv;
