@@ -11,6 +11,8 @@
 
 #include "dist/mesh.h"
 #include "dist/world.h"
+#include "io/safetensors.h"
+#include "models/wan/dit_checkpoint.h"
 #include "models/wan/dit.h"
 #include "models/wan/dit_random.h"
 #include "sparse/attention_policy.h"
@@ -118,6 +120,52 @@ TEST(DitMesh, EveryMeshAndPolicyEqualsOneProcess) {
               << spec.str() << " " << policy << (per_token ? " per-token t" : "")
               << (p == wan::Precision::kBF16 ? " bf16" : " fp32");
         }
+      }
+    }
+    model.set_context({});
+  }
+}
+
+// The official-code fixtures (i2v with CLIP features; the Wan 2.2 per-token form) on every mesh:
+// the reference's outputs to the single-process tolerance.
+TEST(DitMesh, FixturesMatchOnEveryMesh) {
+  const std::string dir = VIDAX_FIXTURES_DIR "/wan/";
+  if (!std::filesystem::exists(dir + "dit_i2v_tiny.io.safetensors"))
+    GTEST_SKIP() << "fixtures not found in " << dir;
+  struct Fixture {
+    std::string weights, io;
+    bool ti2v;
+  };
+  for (const Fixture& f : {Fixture{"dit_i2v_tiny.bf16.safetensors", "dit_i2v_tiny.io.safetensors",
+                                   false},
+                           Fixture{"dit_t2v_tiny.weights.safetensors",
+                                   "dit_ti2v_tiny.io.safetensors", true}}) {
+    wan::DitConfig cfg = wan::DitCheckpoint::open(dir + f.weights).config();
+    if (f.ti2v) cfg.kind = wan::DitKind::kTI2V;  // same tensors; the Wan 2.2 forward
+    const auto ck = wan::DitCheckpoint::open(dir + f.weights, cfg);
+    wan::WanDit model(ck.config(), ck.loader(), wan::Precision::kFP32);
+    auto io = SafetensorsFile::open(dir + f.io);
+    for (const MeshSpec& spec : meshes()) {
+      if (cfg.num_heads % spec.ulysses != 0) continue;
+      Mesh mesh(spec, world());
+      ExecContext ctx;
+      ctx.mesh = &mesh;
+      model.set_context(ctx);
+      for (const char* call : {"call0", "call1"}) {
+        wan::DitSample s;
+        s.x = io.tensor("x");
+        s.context = io.tensor("context");
+        if (io.contains("y")) s.y = io.tensor("y");
+        if (io.contains("clip_fea")) s.clip_fea = io.tensor("clip_fea");
+        Tensor t = io.tensor(std::string(call) + ".t");
+        if (t.rank() == 2) t = t.select(0, 0).contiguous();  // [1, L] -> [L]
+        s.t = t;
+        const auto got = model.forward(s).to_float_vector();
+        const auto ref = io.tensor(std::string(call) + ".out").to_float_vector();
+        ASSERT_EQ(got.size(), ref.size());
+        for (size_t i = 0; i < ref.size(); ++i)
+          ASSERT_NEAR(got[i], ref[i], 1e-4 + 1e-4 * std::fabs(ref[i]))
+              << f.io << " " << call << " " << spec.str() << " element " << i;
       }
     }
     model.set_context({});

@@ -150,9 +150,11 @@ void register_bench_comm(CLI::App* bench) {
   cmd->add_option("--size", a->size, "WIDTHxHEIGHT (default 416x240)");
   cmd->add_option("--precision", a->precision, "bf16 | fp32: the activations' wire dtype");
   cmd->add_option("--iters", a->iters, "timed repetitions per point (default 10; median)");
+  auto json = std::make_shared<bool>(true);
+  cmd->add_flag("--json", *json, "print JSON (the only format; as the other benches' flag)");
   add_mesh_args(cmd, a->mesh);
   cmd->fallthrough();
-  cmd->callback([a] { bench_comm(*a); });
+  cmd->callback([a, json] { bench_comm(*a); });
 }
 
 }  // namespace vidax::cli
