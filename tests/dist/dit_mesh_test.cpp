@@ -12,8 +12,8 @@
 #include "dist/mesh.h"
 #include "dist/world.h"
 #include "io/safetensors.h"
-#include "models/wan/dit_checkpoint.h"
 #include "models/wan/dit.h"
+#include "models/wan/dit_checkpoint.h"
 #include "models/wan/dit_random.h"
 #include "sparse/attention_policy.h"
 #include "sparse/west_policy.h"
@@ -136,10 +136,9 @@ TEST(DitMesh, FixturesMatchOnEveryMesh) {
     std::string weights, io;
     bool ti2v;
   };
-  for (const Fixture& f : {Fixture{"dit_i2v_tiny.bf16.safetensors", "dit_i2v_tiny.io.safetensors",
-                                   false},
-                           Fixture{"dit_t2v_tiny.weights.safetensors",
-                                   "dit_ti2v_tiny.io.safetensors", true}}) {
+  for (const Fixture& f :
+       {Fixture{"dit_i2v_tiny.bf16.safetensors", "dit_i2v_tiny.io.safetensors", false},
+        Fixture{"dit_t2v_tiny.weights.safetensors", "dit_ti2v_tiny.io.safetensors", true}}) {
     wan::DitConfig cfg = wan::DitCheckpoint::open(dir + f.weights).config();
     if (f.ti2v) cfg.kind = wan::DitKind::kTI2V;  // same tensors; the Wan 2.2 forward
     const auto ck = wan::DitCheckpoint::open(dir + f.weights, cfg);

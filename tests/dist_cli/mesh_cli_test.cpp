@@ -481,7 +481,8 @@ TEST(MeshCli, AKilledRankDuringGenerateLeavesNoVideo) {
   interrupt_rank1(dir,
                   "generate --model " + model +
                       " --prompt 'a red square' --size 256x256 --frames 17 --steps 1000 "
-                      "--no-hash --mesh cfg=2 -o " + out,
+                      "--no-hash --mesh cfg=2 -o " +
+                      out,
                   out, "9", "");
 }
 
