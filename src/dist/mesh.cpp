@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "dist/world.h"
 
 namespace vidax::dist {
 
@@ -65,7 +66,9 @@ void validate_mesh(const MeshSpec& spec, int world_size, const std::string& flag
   if (spec.size() != world_size)
     throw_job_input_error(flag, ": ", spec.str(), " has ", spec.size(), " ranks, but the job has ",
                           world_size, " process", world_size == 1 ? "" : "es",
-                          " (start it with mpirun -n ", spec.size(), ")");
+                          mpi_built() ? str_cat(" (start it with mpirun -n ", spec.size(), ")")
+                                      : std::string(" (and this vidax was built without MPI: "
+                                                    "configure with -DVIDAX_MPI=ON)"));
 }
 
 void validate_mesh_for_model(const MeshSpec& spec, int64_t heads, bool has_cfg,

@@ -312,7 +312,8 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
 
   // 3. Decode, streaming each chunk of frames into the writer as it is produced. Under a mesh
   // a tiled decode deals its tiles to every rank; an untiled one runs on rank 0 alone.
-  const bool share_decode = mesh != nullptr && mesh->world().size() > 1 && o.vae_tile > 0;
+  const bool share_decode = mesh != nullptr && mesh->world().size() > 1 && o.vae_tile > 0 &&
+                            (o.vae_tile < g.height || o.vae_tile < g.width);  // several tiles
   if (output_rank || share_decode) {
     const auto t0 = Clock::now();
     const auto ck = wan::VaeCheckpoint::open(plan.files.vae);

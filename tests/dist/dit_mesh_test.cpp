@@ -171,5 +171,25 @@ TEST(DitMesh, FixturesMatchOnEveryMesh) {
   }
 }
 
+// Fewer tokens than ranks: with 3 tokens on 4 or 8 sequence ranks some ranks hold only padding
+// rows, and under ring most key chunks are all padding.
+TEST(DitMesh, RanksWithOnlyPaddingRows) {
+  const wan::DitConfig c = config();
+  wan::WanDit model(c, wan::random_dit_weights(c, DType::kF32, 6), wan::Precision::kFP32);
+  wan::DitSample s;
+  s.x = random_tensor(Shape{16, 1, 2, 6}, 9);  // grid 1 x 1 x 3 = 3 tokens
+  s.context = random_tensor(Shape{2, 16}, 10);
+  s.t = Tensor::from_floats(std::vector<float>{300.0f}, Shape{1});
+  const Tensor ref = model.forward(s);
+  for (const MeshSpec& spec : meshes()) {
+    Mesh mesh(spec, world());
+    ExecContext ctx;
+    ctx.mesh = &mesh;
+    model.set_context(ctx);
+    EXPECT_LE(rel_diff(model.forward(s), ref), 1e-5) << spec.str();
+    model.set_context({});
+  }
+}
+
 }  // namespace
 }  // namespace vidax::dist

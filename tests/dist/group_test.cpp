@@ -85,7 +85,8 @@ TEST(Group, AllReduceIsARankOrderSumWithTheSameBitsEverywhere) {
     uint32_t a, b;
     std::memcpy(&a, &data[static_cast<size_t>(i)], 4);
     std::memcpy(&b, &expect, 4);
-    ASSERT_EQ(a, b) << "element " << i;
+    EXPECT_EQ(a, b) << "element " << i;  // not ASSERT: the collective below must still run
+    if (a != b) break;
   }
   // And the same bits on every rank: gather them.
   std::vector<float> everyone(static_cast<size_t>(n * w.size()));
@@ -145,8 +146,8 @@ TEST(Group, SendAndRecvPairUp) {
       ASSERT_EQ(buf[i], value(me + 1, static_cast<int64_t>(i)));
   } else if (me % 2 == 1) {
     w.recv(buf.data(), 1000, me - 1, DType::kF32);
-    for (size_t i = 0; i < buf.size(); ++i)
-      ASSERT_EQ(buf[i], value(me - 1, static_cast<int64_t>(i)));
+    for (size_t i = 0; i < buf.size(); ++i)  // not ASSERT: the send below must still run
+      EXPECT_EQ(buf[i], value(me - 1, static_cast<int64_t>(i)));
     for (size_t i = 0; i < buf.size(); ++i) buf[i] = value(me, static_cast<int64_t>(i));
     w.send(buf.data(), 1000, me - 1, DType::kF32);
   }

@@ -333,6 +333,12 @@ TEST(MeshCli, BadMeshesAreRefusedBeforeAnyWork) {
     expect_job_error(r, b.needle, out);
     EXPECT_EQ(count_vidax_errors(r.out), 1) << b.mesh << ": one line from rank 0\n" << r.out;
   }
+  // A command that does not split its work, started on two ranks.
+  {
+    const Result r = run_mpi(2, "inspect " + weights);
+    expect_job_error(r, "'inspect' runs in one process", out);
+    EXPECT_EQ(count_vidax_errors(r.out), 1) << r.out;
+  }
   // One process asked for a two-rank mesh.
   expect_job_error(run_one(common + " --mesh cfg=2,ring=1"), "start it with mpirun -n 2", out);
 }

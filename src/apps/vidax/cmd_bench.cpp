@@ -133,24 +133,25 @@ void bench_dit(const BenchArgs& a) {
   for (int64_t i = 0; i < a.warmup; ++i) unit();
   profile::set_enabled(a.profile);
   mesh->world().barrier();
-  mesh->reset_stats();
+  dist::CommStats comm;  // the units' collectives only (not the timing's barrier and maximum)
   double total = 0, best = 1e30;
   for (int64_t i = 0; i < a.iters; ++i) {
     mesh->world().barrier();  // every rank starts the unit together; the slowest rank counts
+    mesh->reset_stats();
     const auto t0 = std::chrono::steady_clock::now();
     unit();
+    comm.add(mesh->stats());
     float slowest = std::chrono::duration<float>(std::chrono::steady_clock::now() - t0).count();
     mesh->world().all_reduce(&slowest, 1, DType::kF32, dist::ReduceOp::kMax);
     const double dt = slowest;
     total += dt;
     best = std::min(best, dt);
   }
-  const dist::CommStats comm = mesh->stats();
   profile::set_enabled(false);
-  const double seconds = total / static_cast<double>(a.iters);
-  const double flops =
-      wan::WanDit::forward_flops(cfg, tokens) * (guided ? 2.0 : 1.0) / mesh->world().size();
-  const double gflops = flops / seconds * 1e-9;
+  const double seconds = total / static_cast<double>(a.iters);   // per unit
+  const double flops = wan::WanDit::forward_flops(cfg, tokens);  // one whole forward
+  // Per rank: its share of the unit's work over the unit's time.
+  const double gflops = flops * (guided ? 2.0 : 1.0) / mesh->world().size() / seconds * 1e-9;
   PeakFlops peak;
   if (!a.no_peak && mesh->world().size() == 1) peak = measure_peak_flops();
   // The bf16 reference is the fastest bf16 unit the machine has: AMX tiles where present (what
@@ -166,7 +167,8 @@ void bench_dit(const BenchArgs& a) {
                       {"tokens", tokens},
                       {"threads", omp_get_max_threads()},
                       {"iters", a.iters},
-                      {"seconds_per_forward", seconds},
+                      // A guided step is two forwards: its time / 2 is per forward.
+                      {"seconds_per_forward", guided ? seconds / 2 : seconds},
                       {"best_seconds", best},
                       {"load_seconds", load_s},
                       {"flops_per_forward", flops},
@@ -182,6 +184,7 @@ void bench_dit(const BenchArgs& a) {
                       {"mesh", mesh->spec().str()},
                       {"ranks", mesh->world().size()}};
   if (guided) j["seconds_per_step"] = seconds;
+  if (mesh->world().size() > 1) j["gflops_per_second_per_rank"] = gflops;
   if (mesh->world().size() > 1) {
     // Per timed unit, this rank (rank 0; the mesh is symmetric): measured and modelled bytes.
     const wan::DitCommBytes model_bytes =

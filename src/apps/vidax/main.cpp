@@ -2,11 +2,16 @@
 // error prints one line naming the file/tensor/flag and exits 1; internal errors abort).
 #include <omp.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <set>
 #include <string>
+#include <thread>
 
 #include "apps/vidax/commands.h"
 #include "apps/vidax/mesh_args.h"
@@ -62,10 +67,12 @@ int run_cli(int argc, char** argv);
 
 namespace {
 
-// An error under mpirun: printed once, by rank 0, when every rank raises it alike (a
-// JobInputError, or any error before the first collective: the ranks run the same arguments),
-// else by the failing rank; then every process ends (dist::fail_job), so no rank waits for a
-// dead peer.
+// An error under mpirun ends every process (dist::fail_job: MPI_Abort), so no rank waits for a
+// dead peer. An error every rank raises alike (a JobInputError, or any error before the first
+// collective: the ranks run the same arguments) should be printed once: rank 0 prints it and
+// ends the job at once, the other ranks give it two seconds to do so before they print theirs
+// (with their rank) and end it themselves, so an error only some ranks raise is never lost. Any
+// other error is printed by the rank that raised it, with its rank.
 int report_error(const std::string& message, bool same_on_every_rank = false) {
   const vidax::dist::Group& world = vidax::dist::world();
   if (world.size() == 1) {
@@ -73,8 +80,50 @@ int report_error(const std::string& message, bool same_on_every_rank = false) {
     return 1;
   }
   const bool once = same_on_every_rank || world.sequence() == 0;
-  if (once && world.rank() == 0) std::fprintf(stderr, "vidax: error: %s\n", message.c_str());
-  vidax::dist::fail_job(message, !once);
+  if (once && world.rank() == 0) {
+    std::fprintf(stderr, "vidax: error: %s\n", message.c_str());
+    vidax::dist::fail_job(message, false);
+  }
+  if (once) std::this_thread::sleep_for(std::chrono::seconds(2));
+  vidax::dist::fail_job(message, true);
+}
+
+// "run dit", "generate", ...: the subcommands the user selected.
+std::string selected_command(const CLI::App& app) {
+  std::string cmd;
+  const CLI::App* a = &app;
+  while (!a->get_subcommands().empty()) {
+    a = a->get_subcommands().front();
+    cmd += (cmd.empty() ? "" : " ") + a->get_name();
+  }
+  return cmd;
+}
+
+// The commands that split their work over a mesh; any other one would run N whole copies that
+// write the same outputs.
+void require_mesh_command(const std::string& cmd, int world_size) {
+  static const std::set<std::string> kMeshCommands = {"generate", "run dit", "run denoise",
+                                                      "bench dit", "bench comm"};
+  if (world_size > 1 && kMeshCommands.count(cmd) == 0)
+    vidax::throw_job_input_error("'", cmd, "' runs in one process; under mpirun only generate, ",
+                                 "run dit, run denoise, bench dit and bench comm split their work ",
+                                 "(--mesh; docs/mesh.md)");
+}
+
+// Default OpenMP threads of a rank: the cores mpirun bound it to, or the node's cores divided by
+// its ranks when it is not bound (--bind-to none). Rank 0 notes when cores stay idle.
+int default_rank_threads(int local_ranks) {
+  const int bound = omp_get_num_procs();  // the affinity mask
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (online > 0 && bound < online) {
+    if (vidax::dist::world().rank() == 0 && static_cast<long>(bound) * local_ranks < online)
+      std::fprintf(stderr,
+                   "vidax: note: each rank is bound to %d core(s); %ld of this node's %ld cores "
+                   "stay idle (mpirun --bind-to none, or --map-by slot:PE=N, gives them out)\n",
+                   bound, online - static_cast<long>(bound) * local_ranks, online);
+    return std::max(1, bound);
+  }
+  return std::max(1, static_cast<int>(online > 0 ? online : bound) / local_ranks);
 }
 
 }  // namespace
@@ -108,8 +157,9 @@ int run_cli(int argc, char** argv) {
     // The one place the environment is read for the execution context (core/exec_context.h).
     vidax::ExecContext& ctx = vidax::cli::mutable_cli_context();
     ctx = vidax::ExecContext::from_environment();
+    require_mesh_command(selected_command(app), vidax::dist::world().size());
     const int local = vidax::dist::local_process_count();
-    ctx.threads = threads > 0 ? threads : local > 1 ? std::max(1, omp_get_num_procs() / local) : 0;
+    ctx.threads = threads > 0 ? threads : local > 1 ? default_rank_threads(local) : 0;
     vidax::apply_exec_context(ctx);
     vidax::dist::set_collective_timeout_seconds(dist_timeout);
   });

@@ -40,7 +40,7 @@ struct AttentionDims {
   int64_t kv_last_repeat = 1;
   // Optional [q_len, heads] output: each row's natural log-sum-exp of scale * q.k over the valid
   // keys (the repeat counted), so results over disjoint key chunks can be merged exactly (ring
-  // attention, nn/sequence_parallel.h). Dense kernels only (not the block-sparse executor).
+  // attention, dist/sequence_parallel.h). Dense kernels only (not the block-sparse executor).
   float* lse = nullptr;
 };
 

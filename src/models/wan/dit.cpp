@@ -272,8 +272,13 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
   if (st.grid[0] > 1024 || st.grid[1] > 1024 || st.grid[2] > 1024)
     throw_input_error("x: token grid ", st.grid[0], "x", st.grid[1], "x", st.grid[2],
                       " exceeds the 1024 RoPE positions per axis");
+  if (m.sequence_parallel() && m.ctx.mesh->ring().size() > 1 && m.self_attn.has_policy())
+    throw_input_error("a sparse attention policy runs under ulysses and cfg; ring attention is ",
+                      "dense only (mesh ", m.ctx.mesh->spec().str(), ")");
   {
-    const double need = activation_bytes(c, L);
+    // This rank's rows: all L in one process, ceil(L / sp) under a sequence-parallel mesh.
+    const int64_t sp = m.sequence_parallel() ? m.ctx.mesh->sp().size() : 1;
+    const double need = activation_bytes(c, (L + sp - 1) / sp);
     const double have =
         static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
     if (have > 0 && need > have)
@@ -466,7 +471,7 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
   }
   if (rows != L) {  // every sp rank gets every rank's rows, then the padding is cut
     dist::Group& sp = m.ctx.mesh->sp();
-    Buffer<float> all(static_cast<size_t>(rows * sp.size() * out_features));
+    Buffer<float> all(static_cast<size_t>(rows * sp.size() * out_features));  // [sp * rows, out]
     sp.all_gather(head_out.data(), all.data(), rows * out_features, DType::kF32);
     head_out = std::move(all);
   }

@@ -4,7 +4,7 @@
 //   x += ffn(LN(x) * (1 + scale_ffn) + shift_ffn) * gate_ffn
 // with (shift_sa, scale_sa, gate_sa, shift_ffn, scale_ffn, gate_ffn) = modulation + e0.
 // Every op is per row except self-attention, which needs the whole sequence: under a
-// sequence-parallel mesh it goes through nn/sequence_parallel.h (Ulysses / ring); in one process
+// sequence-parallel mesh it goes through dist/sequence_parallel.h (Ulysses / ring); in one process
 // it calls attention_core directly.
 #include <cmath>
 #include <cstring>
@@ -261,9 +261,7 @@ void WanDit::Impl::cross_attention(int index, DitState& st) {
     cd.out_stride = dim;
     profile::ScopedTimer pt("attention.cross");
     if (bf16) {
-      // Only grow: shrinking would make the next block's resize to [rows, 3*dim] zero-fill again.
-      if (qkv16.size() < static_cast<size_t>(rows * dim))
-        qkv16.resize(static_cast<size_t>(rows * dim));
+      qkv16.resize(static_cast<size_t>(rows * dim));  // Buffer: grows only, never zero-fills
       kv16.resize(static_cast<size_t>(ctx_rows * 2 * dim));
       convert_floats(cq, DType::kF32, qkv16.data(), DType::kBF16, static_cast<size_t>(rows * dim));
       convert_floats(kv.data(), DType::kF32, kv16.data(), DType::kBF16,

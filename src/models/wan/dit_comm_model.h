@@ -1,5 +1,5 @@
 // The communication model of the Wan DiT under a mesh: the bytes one rank sends per forward for
-// each collective the sequence-parallel DiT issues (dit_block.cpp, nn/sequence_parallel.cpp),
+// each collective the sequence-parallel DiT issues (dit_block.cpp, dist/sequence_parallel.cpp),
 // derived from the shapes alone. `vidax bench dit --mesh` prints it beside the measured bytes,
 // and the AoiZora planner issue will price meshes with it. Thread-safe (pure).
 #pragma once

@@ -6,11 +6,11 @@
 
 #include "core/buffer.h"
 #include "core/exec_context.h"
+#include "dist/sequence_parallel.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/rope3d.h"
 #include "models/wan/dit.h"
 #include "nn/linear.h"
-#include "nn/sequence_parallel.h"
 #include "sparse/attention_policy.h"
 #include "sparse/self_attention_op.h"
 

@@ -1,4 +1,4 @@
-#include "nn/sequence_parallel.h"
+#include "dist/sequence_parallel.h"
 
 #include <algorithm>
 #include <cstring>
@@ -27,10 +27,11 @@ void ring_attention(dist::Group& ring, const T* q, int64_t q_stride, std::vector
                     float* out, int64_t out_stride) {
   const int R = ring.size(), g = ring.rank();
   const int64_t width = heads * head_dim;
-  std::vector<float> lse(static_cast<size_t>(rows * heads),
+  std::vector<float> lse(static_cast<size_t>(rows * heads),  // [rows, heads] running
                          -std::numeric_limits<float>::infinity());
-  std::vector<float> part(static_cast<size_t>(rows * width)), part_lse(lse.size());
-  std::vector<T> next(kv.size());
+  std::vector<float> part(static_cast<size_t>(rows * width));  // [rows, heads, hd] one chunk's
+  std::vector<float> part_lse(lse.size());                     // [rows, heads] one chunk's
+  std::vector<T> next(kv.size());                              // [rows][2 * width] arriving
   for (int64_t r = 0; r < rows; ++r) std::fill_n(out + r * out_stride, width, 0.0f);
   for (int s = 0; s < R; ++s) {
     const int owner = ((g - s) % R + R) % R;  // ring rank whose rows this chunk holds
