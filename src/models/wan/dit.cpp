@@ -165,6 +165,34 @@ Precision WanDit::precision() const { return impl_->precision; }
 
 void WanDit::set_context(const ExecContext& ctx) { impl_->ctx = ctx; }
 
+// The cache entry for these inputs: the one computed for exactly the same values, else the
+// least recently used one, emptied.
+CrossKvEntry& WanDit::Impl::cross_kv_entry(const Tensor& context, const Tensor& clip) {
+  std::vector<float> ctx_key = context.to_float_vector();
+  ctx_key.push_back(static_cast<float>(context.dim(0)));
+  std::vector<float> clip_key = clip.defined() ? clip.to_float_vector() : std::vector<float>{};
+  CrossKvEntry* lru = &cross_kv_cache[0];
+  for (CrossKvEntry& e : cross_kv_cache) {
+    if (e.valid && e.context_key == ctx_key && e.clip_key == clip_key) {
+      e.last_use = ++cross_kv_clock;
+      return e;
+    }
+    if (!e.valid || e.last_use < lru->last_use) lru = &e;
+  }
+  const auto layers = static_cast<size_t>(cfg.num_layers);
+  lru->valid = true;
+  lru->last_use = ++cross_kv_clock;
+  lru->context_key = std::move(ctx_key);
+  lru->clip_key = std::move(clip_key);
+  lru->text.resize(layers);
+  lru->image.resize(layers);
+  lru->text16.resize(layers);
+  lru->image16.resize(layers);
+  lru->text_done.assign(layers, 0);
+  lru->image_done.assign(layers, 0);
+  return *lru;
+}
+
 bool WanDit::Impl::sequence_parallel() const {
   return ctx.mesh != nullptr && ctx.mesh->sp().size() > 1;
 }
@@ -201,8 +229,13 @@ double WanDit::activation_bytes(const DitConfig& c, int64_t tokens) {
   // FFN hidden (f32 or bf16), patches and head output; see dit_block.cpp.
   const double l = static_cast<double>(tokens), d = static_cast<double>(c.dim);
   const double widest = static_cast<double>(std::max(c.dim, c.ffn_dim));
+  // The cached cross-attention keys / values of two contexts (f32, the upper estimate).
+  const double context_rows =
+      static_cast<double>(c.text_len + 1 + (c.kind == DitKind::kI2V ? 257 : 0));
+  const double cross_kv_cache = 2.0 * static_cast<double>(c.num_layers) * context_rows * 2 * d * 4;
   return l * (4 * d + 6 * widest + 18 * d + 8 * d + 4 * static_cast<double>(c.ffn_dim) +
-              8.0 * static_cast<double>(c.in_dim * c.patch_volume()));
+              8.0 * static_cast<double>(c.in_dim * c.patch_volume())) +
+         cross_kv_cache;
 }
 
 double WanDit::forward_flops(const DitConfig& c, int64_t L) {
@@ -394,6 +427,8 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
       capture("patch_tokens",
               Tensor::from_floats({m.x.data(), static_cast<size_t>(L * dim)}, Shape{1, L, dim}));
   }
+
+  st.cross_kv = &m.cross_kv_entry(s.context, s.clip_fea);
 
   // ---- Text embedding of the context zero-padded to text_len (padding rows are attended).
   // Every padding row is the same zero vector, so it embeds to the same row and gives the same

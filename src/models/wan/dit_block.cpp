@@ -243,14 +243,28 @@ void WanDit::Impl::cross_attention(int index, DitState& st) {
   ad.heads = c.num_heads;
   ad.head_dim = hd;
   ad.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // Keys and values of the context rows come from the cache (CrossKvEntry), computed on the
+  // first call that sees this context: [ctx_rows, 2*dim] = k | v, in the dtype attention reads.
   auto attend = [&](const PackedLinear& kv_proj, const std::vector<float>& norm_k,
-                    const float* ctx_rows_data, int64_t ctx_rows, int64_t last_repeat, float* out) {
-    kv.resize(static_cast<size_t>(ctx_rows * 2 * dim));
-    {
-      profile::ScopedTimer pt("gemm.cross_kv");
-      linear_f32_in(kv_proj, ctx_rows_data, ctx_rows, kv.data());
-    }  // [ctx_rows, 2*dim] = k | v
-    rms_norm_strided(kv.data(), ctx_rows, dim, 2 * dim, norm_k, eps);
+                    const float* ctx_rows_data, int64_t ctx_rows, int64_t last_repeat, float* out,
+                    Buffer<float>& kv_f32, Buffer<BFloat16>& kv_bf16, uint8_t& done) {
+    const auto n = static_cast<size_t>(ctx_rows * 2 * dim);
+    if (!done) {
+      kv.resize(n);
+      {
+        profile::ScopedTimer pt("gemm.cross_kv");
+        linear_f32_in(kv_proj, ctx_rows_data, ctx_rows, kv.data());
+      }
+      rms_norm_strided(kv.data(), ctx_rows, dim, 2 * dim, norm_k, eps);
+      if (bf16) {
+        kv_bf16.resize(n);
+        convert_floats(kv.data(), DType::kF32, kv_bf16.data(), DType::kBF16, n);
+      } else {
+        kv_f32.resize(n);
+        std::memcpy(kv_f32.data(), kv.data(), sizeof(float) * n);
+      }
+      done = 1;
+    }
     AttentionDims cd = ad;
     cd.q_len = rows;
     cd.kv_len = ctx_rows;
@@ -262,20 +276,20 @@ void WanDit::Impl::cross_attention(int index, DitState& st) {
     profile::ScopedTimer pt("attention.cross");
     if (bf16) {
       qkv16.resize(static_cast<size_t>(rows * dim));  // Buffer: grows only, never zero-fills
-      kv16.resize(static_cast<size_t>(ctx_rows * 2 * dim));
       convert_floats(cq, DType::kF32, qkv16.data(), DType::kBF16, static_cast<size_t>(rows * dim));
-      convert_floats(kv.data(), DType::kF32, kv16.data(), DType::kBF16,
-                     static_cast<size_t>(ctx_rows * 2 * dim));
-      flash_attention(qkv16.data(), kv16.data(), kv16.data() + dim, out, cd);
+      flash_attention(qkv16.data(), kv_bf16.data(), kv_bf16.data() + dim, out, cd);
     } else {
-      flash_attention(cq, kv.data(), kv.data() + dim, out, cd);
+      flash_attention(cq, kv_f32.data(), kv_f32.data() + dim, out, cd);
     }
   };
+  CrossKvEntry& cache = *st.cross_kv;
+  const auto b = static_cast<size_t>(index);
   attend(w.cross_kv, w.cross_norm_k, st.context.data(), st.context_rows, st.context_last_repeat,
-         attn.data());
+         attn.data(), cache.text[b], cache.text16[b], cache.text_done[b]);
   if (c.kind == DitKind::kI2V) {
     hidden.resize(static_cast<size_t>(rows * dim));
-    attend(w.cross_kv_img, w.cross_norm_k_img, st.clip.data(), st.clip_rows, 1, hidden.data());
+    attend(w.cross_kv_img, w.cross_norm_k_img, st.clip.data(), st.clip_rows, 1, hidden.data(),
+           cache.image[b], cache.image16[b], cache.image_done[b]);
     add_rows(attn.data(), hidden.data(), rows * dim);
   }
   {

@@ -2,6 +2,7 @@
 // per-forward working state shared by the embedding, block and head code.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "core/buffer.h"
@@ -31,6 +32,19 @@ struct DitBlockWeights {
   std::vector<float> modulation;                // [6 * dim]
 };
 
+// Cross-attention keys and values of every block for one text context (and, for i2v, one set
+// of CLIP features). They depend only on those inputs and the weights, and a denoising loop
+// repeats the same two contexts (conditional, unconditional) at every step, so they are kept:
+// [layers] x [context rows, 2 * dim] (k | v after the RMSNorm), in the dtype attention reads.
+struct CrossKvEntry {
+  bool valid = false;
+  uint64_t last_use = 0;
+  std::vector<float> context_key, clip_key;  // the inputs they were computed for (compared exactly)
+  std::vector<Buffer<float>> text, image;    // fp32 runs
+  std::vector<Buffer<BFloat16>> text16, image16;  // bf16 runs
+  std::vector<uint8_t> text_done, image_done;     // per block: computed for this entry
+};
+
 // Tokens that share a timestep form runs; modulation vectors are per run.
 struct TimestepRun {
   int64_t begin, count, index;  // token range, index into the unique timesteps
@@ -57,6 +71,7 @@ struct DitState {
   Buffer<float> clip;  // [clip_tokens, dim] (i2v)
   int64_t clip_rows = 0;
   const CaptureFn* capture = nullptr;
+  CrossKvEntry* cross_kv = nullptr;  // this call's cached cross-attention keys / values
   // For attention policies: the sample's loop position and its (first) timestep.
   int64_t step = 0, steps = 1;
   int cfg_branch = 0;
@@ -77,14 +92,17 @@ struct WanDit::Impl {
   std::vector<float> img_ln0_w, img_ln0_b, img_ln4_w, img_ln4_b;
   PackedLinear img1, img3;
   Rope3dTable rope;
-  ExecContext ctx;                    // threads, profiler, mesh
-  sparse::SelfAttentionOp self_attn;  // the attention core: a policy's plan, or dense
-  SeqParallelWorkspace sp_ws;         // the sequence-parallel exchanges' buffers
-  Buffer<float> sp_f32_heads;         // bf16 + policy under Ulysses: the f32 q|k|v exchanged
+  ExecContext ctx;                             // threads, profiler, mesh
+  sparse::SelfAttentionOp self_attn;           // the attention core: a policy's plan, or dense
+  SeqParallelWorkspace sp_ws;                  // the sequence-parallel exchanges' buffers
+  std::array<CrossKvEntry, 2> cross_kv_cache;  // the two contexts of a guided loop, LRU
+  uint64_t cross_kv_clock = 0;
+  CrossKvEntry& cross_kv_entry(const Tensor& context, const Tensor& clip);
+  Buffer<float> sp_f32_heads;  // bf16 + policy under Ulysses: the f32 q|k|v exchanged
 
   // Scratch reused across blocks and calls.
   Buffer<float> x, act, qkv, attn, tmp, hidden, kv;
-  Buffer<BFloat16> act16, qkv16, kv16, hidden16;
+  Buffer<BFloat16> act16, qkv16, hidden16;
   Buffer<BFloat16> linear_in16;  // only linear_f32_in converts into this one
 
   // The block as ops (dit_block.cpp): modulation vectors, then the three residual branches.
