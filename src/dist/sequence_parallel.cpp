@@ -19,27 +19,38 @@ constexpr DType wire_dtype() {
 }
 
 // Ring attention over the ring group: `q` holds this ring shard's rows (`rows`, the same count
-// on every ring rank), `kv` this shard's keys and values packed [rows][2 * width]. Chunk j holds
-// global rows [j * rows, (j + 1) * rows), of which those below `total` are real keys.
+// on every ring rank), `k`/`v` (row stride `q_stride`) this shard's keys and values. Chunk j holds
+// global rows [j * rows, (j + 1) * rows), of which those below `total` are real keys. The
+// buffers are the workspace's, reused from block to block.
 template <typename T>
-void ring_attention(dist::Group& ring, const T* q, int64_t q_stride, std::vector<T>& kv,
+void ring_attention(dist::Group& ring, const T* q, const T* k, const T* v, int64_t q_stride,
                     int64_t rows, int64_t total, int64_t heads, int64_t head_dim, float scale,
-                    float* out, int64_t out_stride) {
+                    float* out, int64_t out_stride, SeqParallelWorkspace& ws) {
   const int R = ring.size(), g = ring.rank();
   const int64_t width = heads * head_dim;
-  std::vector<float> lse(static_cast<size_t>(rows * heads),  // [rows, heads] running
-                         -std::numeric_limits<float>::infinity());
-  std::vector<float> part(static_cast<size_t>(rows * width));  // [rows, heads, hd] one chunk's
-  std::vector<float> part_lse(lse.size());                     // [rows, heads] one chunk's
-  std::vector<T> next(kv.size());                              // [rows][2 * width] arriving
-  for (int64_t r = 0; r < rows; ++r) std::fill_n(out + r * out_stride, width, 0.0f);
+  const auto chunk = static_cast<size_t>(rows * 2 * width);
+  Buffer<T>* kv = &ws.pick<T>(ws.kv32, ws.kv16);        // [rows][2 * width] held
+  Buffer<T>* next = &ws.pick<T>(ws.next32, ws.next16);  // [rows][2 * width] arriving
+  kv->resize(chunk);
+  next->resize(chunk);
+  ws.part.resize(static_cast<size_t>(rows * width));
+  ws.part_lse.resize(static_cast<size_t>(rows * heads));
+  ws.lse.resize(static_cast<size_t>(rows * heads));
+  std::fill_n(ws.lse.data(), rows * heads, -std::numeric_limits<float>::infinity());
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(kv->data() + r * 2 * width, k + r * q_stride,
+                sizeof(T) * static_cast<size_t>(width));
+    std::memcpy(kv->data() + r * 2 * width + width, v + r * q_stride,
+                sizeof(T) * static_cast<size_t>(width));
+    std::fill_n(out + r * out_stride, width, 0.0f);
+  }
   for (int s = 0; s < R; ++s) {
     const int owner = ((g - s) % R + R) % R;  // ring rank whose rows this chunk holds
     // Pass the chunk on, then attend to it (no overlap yet: send_recv blocks).
     if (s + 1 < R) {
       profile::ScopedTimer pt("comm.ring");
-      ring.send_recv(kv.data(), static_cast<int64_t>(kv.size()), (g + 1) % R, next.data(),
-                     static_cast<int64_t>(next.size()), (g - 1 + R) % R, wire_dtype<T>());
+      ring.send_recv(kv->data(), static_cast<int64_t>(chunk), (g + 1) % R, next->data(),
+                     static_cast<int64_t>(chunk), (g - 1 + R) % R, wire_dtype<T>());
     }
     const int64_t valid = std::clamp<int64_t>(total - owner * rows, 0, rows);
     if (valid > 0) {
@@ -54,12 +65,12 @@ void ring_attention(dist::Group& ring, const T* q, int64_t q_stride, std::vector
       d.k_stride = d.v_stride = 2 * width;
       d.out_stride = width;
       d.scale = scale;
-      d.lse = part_lse.data();
-      flash_attention(q, kv.data(), kv.data() + width, part.data(), d);
-      merge_attention_partial(out, lse.data(), part.data(), part_lse.data(), rows, heads, head_dim,
-                              out_stride, width);
+      d.lse = ws.part_lse.data();
+      flash_attention(q, kv->data(), kv->data() + width, ws.part.data(), d);
+      merge_attention_partial(out, ws.lse.data(), ws.part.data(), ws.part_lse.data(), rows, heads,
+                              head_dim, out_stride, width);
     }
-    if (s + 1 < R) kv.swap(next);
+    if (s + 1 < R) std::swap(kv, next);
   }
 }
 
@@ -135,14 +146,8 @@ void sequence_parallel_attention(const dist::Mesh& mesh, const SeqShard& shard, 
     core(q, k, v, q_stride, shard.total, hl, u * hl, heads_out, width);
     std::fill(heads_out + shard.total * width, heads_out + rows * width, 0.0f);
   } else {
-    std::vector<T> kv(static_cast<size_t>(rows * 2 * width));
-    for (int64_t r = 0; r < rows; ++r) {
-      std::memcpy(kv.data() + r * 2 * width, k + r * q_stride,
-                  sizeof(T) * static_cast<size_t>(width));
-      std::memcpy(kv.data() + r * 2 * width + width, v + r * q_stride,
-                  sizeof(T) * static_cast<size_t>(width));
-    }
-    ring_attention(ring, q, q_stride, kv, rows, shard.total, hl, head_dim, scale, heads_out, width);
+    ring_attention(ring, q, k, v, q_stride, rows, shard.total, hl, head_dim, scale, heads_out,
+                   width, ws);
   }
 
   // ---- Ulysses out: [U * lr][hl][hd] -> [lr][heads][hd]. A bf16 run sends the output as bf16:

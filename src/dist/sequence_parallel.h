@@ -45,6 +45,10 @@ using AttentionCore =
 struct SeqParallelWorkspace {
   Buffer<float> send32, recv32, heads_out, back;
   Buffer<BFloat16> send16, recv16;
+  // Ring: this shard's K|V chunk and the one arriving ([rows][2 * width] each), one chunk's
+  // output [rows, heads, hd], its and the running log-sum-exp [rows, heads].
+  Buffer<float> kv32, next32, part, part_lse, lse;
+  Buffer<BFloat16> kv16, next16;
   template <typename T>
   Buffer<T>& pick(Buffer<float>& f32, Buffer<BFloat16>& bf16) {
     if constexpr (std::is_same_v<T, float>) {

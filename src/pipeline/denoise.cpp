@@ -24,6 +24,28 @@ Tensor classifier_free_guidance(const Tensor& cond_in, const Tensor& uncond_in,
   return out;
 }
 
+Tensor guided_prediction(wan::WanDit& model, wan::DitSample s, const Tensor& context,
+                         const Tensor& context_null, double guide_scale, dist::Group* cfg_group) {
+  if (cfg_group == nullptr || cfg_group->size() == 1) {
+    s.context = context;
+    s.cfg_branch = 0;
+    const Tensor cond = model.forward(s);
+    s.context = context_null;
+    s.cfg_branch = 1;
+    const Tensor uncond = model.forward(s);
+    return classifier_free_guidance(cond, uncond, guide_scale);
+  }
+  // This rank's branch, then both branches' predictions on every rank: [2, C, F, H, W].
+  const int branch = cfg_group->rank();
+  s.context = branch == 0 ? context : context_null;
+  s.cfg_branch = branch;
+  const Tensor mine = model.forward(s).contiguous();
+  Tensor both = Tensor::zeros(Shape{2, mine.numel()});
+  cfg_group->all_gather(mine.data<float>(), both.mutable_data<float>(), mine.numel(), DType::kF32);
+  return classifier_free_guidance(both.select(0, 0).reshape(mine.shape()),
+                                  both.select(0, 1).reshape(mine.shape()), guide_scale);
+}
+
 Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
                const Tensor& context_null, int64_t seq_len, const DenoiseOptions& options,
                const DenoiseCallback& on_step, const ExecContext& ctx) {
@@ -44,27 +66,9 @@ Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
     s.step = i;
     s.steps = scheduler->steps();
     s.context = context;
-    Tensor pred;
-    if (cfg_group != nullptr) {
-      // This rank's branch, then both branches' predictions on every rank: [2, C, F, H, W].
-      const int branch = cfg_group->rank();
-      s.context = branch == 0 ? context : context_null;
-      s.cfg_branch = branch;
-      const Tensor mine = model.forward(s).contiguous();
-      Tensor both = Tensor::zeros(Shape{2, mine.numel()});
-      cfg_group->all_gather(mine.data<float>(), both.mutable_data<float>(), mine.numel(),
-                            DType::kF32);
-      pred = classifier_free_guidance(both.select(0, 0).reshape(mine.shape()),
-                                      both.select(0, 1).reshape(mine.shape()), options.guide_scale);
-    } else if (!context_null.defined()) {
-      pred = model.forward(s);
-    } else {
-      Tensor cond = model.forward(s);
-      s.context = context_null;
-      s.cfg_branch = 1;
-      Tensor uncond = model.forward(s);
-      pred = classifier_free_guidance(cond, uncond, options.guide_scale);
-    }
+    const Tensor pred = context_null.defined() ? guided_prediction(model, s, context, context_null,
+                                                                   options.guide_scale, cfg_group)
+                                               : model.forward(s);
     latent = scheduler->step(pred, latent);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (on_step) on_step({i, timesteps[static_cast<size_t>(i)], dt, latent});

@@ -11,6 +11,10 @@
 #include "core/tensor.h"
 #include "models/wan/dit.h"
 
+namespace vidax::dist {
+class Group;
+}
+
 namespace vidax {
 
 struct DenoiseOptions {
@@ -37,6 +41,13 @@ using DenoiseCallback = std::function<void(const DenoiseStep&)>;
 Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
                const Tensor& context_null, int64_t seq_len, const DenoiseOptions& options,
                const DenoiseCallback& on_step = nullptr, const ExecContext& ctx = {});
+
+// One guided prediction for sample `s` (its context and cfg_branch are set here): the
+// conditional and unconditional forwards in this process, or with a cfg group of 2 this rank's
+// branch and an all-gather of the other's; then classifier_free_guidance. Every rank of the
+// group returns the same tensor.
+Tensor guided_prediction(wan::WanDit& model, wan::DitSample s, const Tensor& context,
+                         const Tensor& context_null, double guide_scale, dist::Group* cfg_group);
 
 // uncond + guide_scale * (cond - uncond), element-wise in f32 in the reference's order.
 Tensor classifier_free_guidance(const Tensor& cond, const Tensor& uncond, double guide_scale);

@@ -19,6 +19,7 @@
 #include "models/wan/dit_comm_model.h"
 #include "models/wan/dit_random.h"
 #include "models/wan/dit_tensors.h"
+#include "pipeline/denoise.h"
 #include "sampling/torch_randn.h"
 
 namespace vidax::cli {
@@ -112,21 +113,11 @@ void bench_dit(const BenchArgs& a) {
   // unconditional forward: both in one process, one per rank under cfg=2, whose predictions are
   // then exchanged).
   dist::Group& cfg_group = mesh->cfg();
+  // (the denoising loop's own guided_prediction; both branches get the same context here)
   auto unit = [&] {
-    if (!guided) {
-      model.forward(s);
-      return;
-    }
-    if (cfg_group.size() > 1) {
-      s.cfg_branch = cfg_group.rank();
-      const Tensor mine = model.forward(s);
-      Tensor both = Tensor::zeros(Shape{2, mine.numel()});
-      cfg_group.all_gather(mine.data<float>(), both.mutable_data<float>(), mine.numel(),
-                           DType::kF32);
+    if (guided) {
+      guided_prediction(model, s, s.context, s.context, 5.0, &cfg_group);
     } else {
-      s.cfg_branch = 0;
-      model.forward(s);
-      s.cfg_branch = 1;
       model.forward(s);
     }
   };
