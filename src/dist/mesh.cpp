@@ -60,9 +60,6 @@ void validate_mesh(const MeshSpec& spec, int world_size, const std::string& flag
     throw_job_input_error(flag, ": cfg=", spec.cfg,
                           " (classifier-free guidance has 2 branches: "
                           "cfg is 1 or 2)");
-  if (spec.tp > 1)
-    throw_job_input_error(flag, ": tp=", spec.tp, ": tensor parallelism is not implemented yet ",
-                          "(use cfg, ring and ulysses)");
   if (spec.size() != world_size)
     throw_job_input_error(flag, ": ", spec.str(), " has ", spec.size(), " ranks, but the job has ",
                           world_size, " process", world_size == 1 ? "" : "es",
@@ -93,17 +90,19 @@ Mesh::Mesh(const MeshSpec& spec, Group& world) : spec_(spec), world_(&world) {
   sp_ = world.split(c * T + t, g * U + u, "sp");
   ulysses_ = world.split((c * R + g) * T + t, u, "ulysses");
   ring_ = world.split((c * U + u) * T + t, g, "ring");
+  tp_ = world.split((c * R + g) * U + u, t, "tp");
 }
 
 CommStats Mesh::stats() const {
   CommStats s = world_->stats();
-  for (const Group* g : {cfg_.get(), sp_.get(), ulysses_.get(), ring_.get()}) s.add(g->stats());
+  for (const Group* g : {cfg_.get(), sp_.get(), ulysses_.get(), ring_.get(), tp_.get()})
+    s.add(g->stats());
   return s;
 }
 
 void Mesh::reset_stats() {
   world_->reset_stats();
-  for (Group* g : {cfg_.get(), sp_.get(), ulysses_.get(), ring_.get()}) g->reset_stats();
+  for (Group* g : {cfg_.get(), sp_.get(), ulysses_.get(), ring_.get(), tp_.get()}) g->reset_stats();
 }
 
 std::unique_ptr<Mesh> Mesh::single() {
@@ -114,6 +113,7 @@ std::unique_ptr<Mesh> Mesh::single() {
   m->sp_ = make_self_group("sp");
   m->ulysses_ = make_self_group("ulysses");
   m->ring_ = make_self_group("ring");
+  m->tp_ = make_self_group("tp");
   return m;
 }
 

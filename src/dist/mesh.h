@@ -10,7 +10,8 @@
 //            rank 1 the unconditional; predictions are exchanged once per step.
 //   ring     sequence shards whose keys/values travel around a ring (ring attention).
 //   ulysses  sequence shards exchanged to head shards for self-attention (all-to-all).
-//   tp       tensor parallel: reserved; a mesh with tp > 1 is refused until it is built.
+//   tp       tensor parallel (Megatron): each tp rank holds 1/T of every block's heads and FFN
+//            columns; the row-split linears' partial sums are all-reduced (dist/tensor_parallel.h).
 // The sequence-parallel group `sp` is ring x ulysses (sp rank = g * U + u): tokens are dealt
 // to sp ranks in that order, ceil(L / sp) each, padding at the end.
 //
@@ -38,7 +39,7 @@ struct MeshSpec {
 MeshSpec parse_mesh_spec(const std::string& text, const std::string& flag = "--mesh");
 
 // Checks the mesh against the job before any work starts (the same answer on every rank):
-// product = world size, cfg in {1, 2}, tp = 1. Throws InputError naming `flag`.
+// product = world size, cfg in {1, 2}. Throws InputError naming `flag`.
 void validate_mesh(const MeshSpec& spec, int world_size, const std::string& flag = "--mesh");
 
 // The model-dependent checks: `heads` divisible by ulysses * tp; cfg = 2 needs guidance
@@ -59,6 +60,7 @@ class Mesh {
   Group& sp() const { return *sp_; }            // ring x ulysses of one cfg branch and tp rank
   Group& ulysses() const { return *ulysses_; }  // one ring shard's Ulysses group
   Group& ring() const { return *ring_; }        // one Ulysses rank's ring
+  Group& tp() const { return *tp_; }  // the ranks holding the same rows (cfg, ring, ulysses)
 
   // Collective statistics of every group of the mesh, summed (dist/group.h).
   CommStats stats() const;
@@ -73,7 +75,7 @@ class Mesh {
   MeshSpec spec_;
   std::unique_ptr<Group> own_world_;
   Group* world_ = nullptr;
-  std::unique_ptr<Group> cfg_, sp_, ulysses_, ring_;
+  std::unique_ptr<Group> cfg_, sp_, ulysses_, ring_, tp_;
 };
 
 }  // namespace vidax::dist

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -140,5 +141,16 @@ class TensorSource {
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+// The same for tensors made one at a time while writing (a file larger than memory): the header
+// comes from the declared shapes and dtypes; `make` must return exactly that.
+struct LazyTensor {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::kF32;
+  std::function<Tensor()> make;
+};
+void write_safetensors_lazy(const std::string& path, const std::vector<LazyTensor>& tensors,
+                            const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace vidax

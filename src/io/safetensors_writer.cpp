@@ -11,24 +11,23 @@ namespace vidax {
 
 using nlohmann::json;
 
-void write_safetensors(const std::string& path,
-                       const std::vector<std::pair<std::string, Tensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+void write_safetensors_lazy(const std::string& path, const std::vector<LazyTensor>& tensors,
+                            const std::map<std::string, std::string>& metadata) {
   json header = json::object();
   std::set<std::string> seen;
   uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    if (name == "__metadata__") {
+  for (const LazyTensor& t : tensors) {
+    if (t.name == "__metadata__") {
       throw_input_error(path, ": '__metadata__' is reserved and cannot name a tensor");
     }
-    if (!t.defined()) throw_input_error(path, ": tensor '", name, "' is undefined");
-    if (!seen.insert(name).second) {
-      throw_input_error(path, ": duplicate tensor name '", name, "' (names must be unique)");
+    if (!t.make) throw_input_error(path, ": tensor '", t.name, "' is undefined");
+    if (!seen.insert(t.name).second) {
+      throw_input_error(path, ": duplicate tensor name '", t.name, "' (names must be unique)");
     }
-    const uint64_t bytes = t.nbytes();
-    header[name] = {{"dtype", std::string(dtype_name(t.dtype()))},
-                    {"shape", t.shape().to_vector()},
-                    {"data_offsets", {offset, offset + bytes}}};
+    const uint64_t bytes = static_cast<uint64_t>(t.shape.numel()) * dtype_size(t.dtype);
+    header[t.name] = {{"dtype", std::string(dtype_name(t.dtype))},
+                      {"shape", t.shape.to_vector()},
+                      {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -53,12 +52,28 @@ void write_safetensors(const std::string& path,
   AtomicFile out(path);
   out.write_all(length_le, sizeof(length_le));
   out.write_all(text.data(), text.size());
-  for (const auto& [name, t] : tensors) {
-    if (t.nbytes() == 0) continue;
+  for (const LazyTensor& lt : tensors) {
+    if (lt.shape.numel() == 0) continue;
+    const Tensor t = lt.make();  // one tensor in memory at a time
+    VIDAX_CHECK(t.defined() && t.shape() == lt.shape && t.dtype() == lt.dtype, path, ": tensor '",
+                lt.name, "' was declared ", lt.shape.str(), " ", dtype_name(lt.dtype), ", made ",
+                t.defined() ? t.describe() : "undefined");
     const Tensor c = t.contiguous();  // one copy at a time, only for strided views
     out.write_all(c.raw_data(), c.nbytes());
   }
   out.commit();
+}
+
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<LazyTensor> lazy;
+  lazy.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) {
+    if (!t.defined()) throw_input_error(path, ": tensor '", name, "' is undefined");
+    lazy.push_back({name, t.shape(), t.dtype(), [&t = t] { return t; }});
+  }
+  write_safetensors_lazy(path, lazy, metadata);
 }
 
 }  // namespace vidax

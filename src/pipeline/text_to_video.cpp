@@ -126,8 +126,15 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
 
   // The text encoder runs on the real tokens only; 512 is the worst case.
   const double t5_weights = static_cast<double>(wan::T5Encoder::weight_bytes(tc, o.precision));
-  const double dit_weights = static_cast<double>(wan::dit_parameter_count(dc)) *
-                             (o.precision == wan::Precision::kBF16 ? 2.0 : 4.0);
+  // The DiT's blocks divide over tensor-parallel ranks; a weights budget caps what stays.
+  const int tp = o.ctx.mesh != nullptr ? o.ctx.mesh->spec().tp : 1;
+  const double block_bytes = wan::WanDit::block_weight_bytes(dc, o.precision, 1);
+  const double layers = static_cast<double>(dc.num_layers);
+  double dit_weights = static_cast<double>(wan::dit_parameter_count(dc)) *
+                           (o.precision == wan::Precision::kBF16 ? 2.0 : 4.0) -
+                       layers * block_bytes * (1.0 - 1.0 / tp);
+  if (o.weights_budget > 0)
+    dit_weights = std::min(dit_weights, static_cast<double>(o.weights_budget));
   // Where bf16 GEMMs widen (no AMX, or VIDAX_GEMM=widened: kernels/cpu/gemm.h), each call
   // widens its weight into a per-thread f32 scratch as large as the largest matrix.
   double dit_widen_scratch = 0;
@@ -244,9 +251,10 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
   Tensor context, context_null;
   {
     const auto t0 = Clock::now();
-    // Under a mesh only the first rank of each CFG branch's sequence group loads umT5: with
-    // cfg=2 it encodes its own branch's prompt only, with cfg=1 both; the contexts are then
-    // broadcast in that group.
+    // Under a mesh only the first rank of each CFG branch's sequence group loads umT5 (with
+    // tp > 1: that rank's tp group, each rank its shard of the encoder): with cfg=2 it encodes
+    // its own branch's prompt only, with cfg=1 both; the contexts are then broadcast in the
+    // sequence group.
     const bool cfg_split = mesh != nullptr && mesh->cfg().size() > 1;
     const int branch = cfg_split ? mesh->cfg_rank() : -1;
     const bool encoder = mesh == nullptr || mesh->sp_rank() == 0;
@@ -254,7 +262,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
       progress.begin_phase("encode text", cfg_split ? 1 : 2, "prompt");
       const auto tokenizer = wan::Tokenizer::open(plan.files.tokenizer);
       const auto ck = wan::T5Checkpoint::open(plan.files.t5);
-      wan::T5Encoder t5(ck.config(), ck.loader(), o.precision);
+      wan::T5Encoder t5(ck.config(), ck.loader(), o.precision, o.ctx);
       ck.source().release_resident_pages();
       int done = 0;
       auto t_prompt = Clock::now();
@@ -289,9 +297,14 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
   {
     const auto t0 = Clock::now();
     if (progress.enabled()) progress.message("loading the diffusion transformer");
-    const auto ck = wan::DitCheckpoint::open(plan.files.dit);
-    wan::WanDit dit(ck.config(), ck.loader(), o.precision);
-    ck.source().release_resident_pages();
+    const auto ck =
+        std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(plan.files.dit));
+    wan::WeightResidency residency;
+    residency.budget_bytes = o.weights_budget;
+    // Streamed blocks are read again at every step: their loader keeps the checkpoint open.
+    wan::WanDit dit(ck->config(), o.weights_budget > 0 ? wan::shared_loader(ck) : ck->loader(),
+                    o.precision, o.ctx, residency);
+    ck->source().release_resident_pages();
     dit.set_attention(attention->name() == "dense" ? nullptr : attention, o.attention_diagnostics);
     dit.set_context(o.ctx);
     const Tensor noise = torch_randn(o.seed, Shape{g.channels, g.frames, g.height, g.width});
@@ -307,6 +320,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
     progress.end_phase();
     r.denoise_seconds = seconds_since(t0);
     r.seconds_per_step = step_seconds / o.denoise.steps;
+    r.weight_stream = dit.weight_stream_stats();
   }
   release_thread_scratch();  // e.g. the widened GEMMs' f32 weight copies, before the VAE
 
@@ -379,6 +393,14 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
                   {"threads", omp_get_max_threads()},
                   {"mesh", mesh != nullptr ? mesh->spec().str() : dist::MeshSpec{}.str()},
                   {"processes", mesh != nullptr ? mesh->world().size() : 1},
+                  {"weights_budget_bytes", o.weights_budget},
+                  {"weight_stream",
+                   {{"pinned_blocks", r.weight_stream.pinned_blocks},
+                    {"streamed_blocks", r.weight_stream.streamed_blocks},
+                    {"window", r.weight_stream.window},
+                    {"loads", r.weight_stream.loads},
+                    {"load_seconds", r.weight_stream.load_seconds},
+                    {"wait_seconds", r.weight_stream.wait_seconds}}},
                   {"plan", plan.to_json()},
                   {"model_sha256", hashes},
                   {"timings",

@@ -46,6 +46,9 @@ struct GenerateOptions {
   std::string output;
   int crf = -1;          // -1: MP4 at the official quality (crf 10), WebM at the VP9 default
   int64_t vae_tile = 0;  // latent pixels per tile side for VAE decode (0: no tiling)
+  // The DiT's packed weights stay under this many bytes (0: all resident); the blocks beyond
+  // it stream from the checkpoint at every step (models/wan/dit.h WeightResidency).
+  int64_t weights_budget = 0;
   bool hash_models = true;
   // DiT self-attention policy spec (sparse/attention_policy.h, docs/sparse-attention.md).
   std::string attention = "dense";
@@ -90,6 +93,8 @@ struct GenerationResult {
   double encode_seconds = 0, denoise_seconds = 0, decode_seconds = 0, total_seconds = 0;
   double seconds_per_step = 0;
   int64_t frames = 0;
+  // With a weights budget: the DiT's streamed blocks (models/wan/dit.h).
+  wan::WeightStreamStats weight_stream;
 };
 
 // Runs the plan. The video and its sidecar (`<output>.json`) appear only when complete; on any

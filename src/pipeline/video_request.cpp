@@ -73,15 +73,6 @@ double available_memory_bytes() {
   return -1;
 }
 
-std::string format_bytes(double bytes) {
-  char buf[64];
-  if (bytes >= double(1 << 30))
-    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1 << 30));
-  else
-    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / double(1 << 20));
-  return buf;
-}
-
 void require_fits(const MemoryPlan& plan, double available) {
   if (available <= 0 || plan.peak_bytes() <= available) return;
   const PhaseMemory& big = plan.largest();

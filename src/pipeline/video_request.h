@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/byte_size.h"  // format_bytes
+
 namespace vidax {
 
 struct VideoRequest {
@@ -52,7 +54,5 @@ double available_memory_bytes();
 // Throws InputError when the plan's peak exceeds `available` (if available > 0), naming the
 // largest phase and what would help (smaller size, fewer frames, bf16, tiling).
 void require_fits(const MemoryPlan& plan, double available);
-
-std::string format_bytes(double bytes);  // "3.12 GiB"
 
 }  // namespace vidax

@@ -3,7 +3,10 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
 #include "support/test_support.h"
@@ -32,6 +35,43 @@ TEST(Cli, RunDitMatchesFixtureOutput) {
   ASSERT_EQ(r.code, 0) << r.out;
   auto out = SafetensorsFile::open(dir.file("out.safetensors"));
   EXPECT_TRUE(all_close(out.tensor("out"), io.tensor("call0.out"), 1e-4, 1e-4, "run dit"));
+}
+
+// --weights-budget: the tiny fixture's embeddings and head take ~2.4 MiB and each block ~3 MiB in
+// f32, so 7 MiB keeps no block and streams both through a window of one; the prediction is bit
+// for bit the resident one. Budgets below one block and sizes that are not sizes are refused.
+TEST(Cli, RunDitWithAWeightsBudgetIsBitwiseTheResidentRun) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(io_path, "dit_t2v_tiny.io.safetensors");
+  TempDir dir;
+  auto io = SafetensorsFile::open(io_path);
+  write_safetensors(dir.file("in.safetensors"), {{"x", io.tensor("x")},
+                                                 {"t", io.tensor("call0.t")},
+                                                 {"context", io.tensor("context")},
+                                                 {"seq_len", io.tensor("seq_len")}});
+  const std::string common =
+      "run dit --weights " + weights + " --in " + dir.file("in.safetensors") + " --out ";
+  ASSERT_EQ(run(common + dir.file("resident.safetensors")).code, 0);
+  const Result r = run(common + dir.file("streamed.safetensors") + " --weights-budget 7MiB");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(
+      SafetensorsFile::open(dir.file("streamed.safetensors")).tensor("out").to_float_vector(),
+      SafetensorsFile::open(dir.file("resident.safetensors")).tensor("out").to_float_vector());
+  expect_one_line_error(common + dir.file("x.safetensors") + " --weights-budget 1MiB",
+                        "weights budget 1.0 MiB is smaller than the embeddings and head");
+  expect_one_line_error(common + dir.file("x.safetensors") + " --weights-budget lots",
+                        "--weights-budget: expected a byte count");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.safetensors")));
+  // bench dit reports what the stream did: both blocks loaded at every forward.
+  const Result b = run("bench dit --weights " + weights +
+                       " --precision fp32 --frames 5 --size 64x32 --iters 2 --warmup 1 --json "
+                       "--no-peak --weights-budget 7MiB");
+  ASSERT_EQ(b.code, 0) << b.out;
+  const auto j = nlohmann::json::parse(b.out.substr(b.out.find('{')));
+  EXPECT_EQ(j["weight_stream"]["streamed_blocks"], 2) << b.out;
+  // 2 per forward; the loader may be one block ahead at either end of the timed forwards.
+  EXPECT_NEAR(j["weight_stream"]["loads_per_unit"].get<double>(), 2.0, 0.5) << b.out;
+  EXPECT_LE(j["weight_bytes"].get<double>(), 7.0 * (1 << 20)) << b.out;
 }
 
 TEST(Cli, RunDitBatchedSamplesWithOwnTimesteps) {

@@ -154,6 +154,41 @@ TEST(GenerateEndToEnd, OfficialAndDiffusersLayoutsGiveTheSameFrames) {
             read_file(out.file("other/frame_00004.png")));
 }
 
+// --weights-budget: the random model's DiT keeps ~656 KiB of embeddings and head and ~394 KiB per
+// block in bf16; 1.2 MiB holds one block, so both stream through a window of one at every step.
+// The frames are the resident run's, byte for byte, and the plan shows the budget.
+TEST(GenerateEndToEnd, AWeightsBudgetGivesTheSameFrames) {
+  TempDir out;
+  const std::string common = "generate " + model_args("official") +
+                             " --prompt 'a blue circle grows' --size 64x64 --frames 5 --steps 2"
+                             " --seed 11 --no-hash ";
+  ASSERT_EQ(vidax(common + "-o " + out.file("resident/")).code, 0);
+  const Result r = vidax(common + "--weights-budget 1.2MiB -o " + out.file("streamed/"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (int i = 0; i < 5; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "frame_%05d.png", i);
+    const std::string a = read_file(out.file(std::string("resident/") + name));
+    ASSERT_FALSE(a.empty()) << name;
+    EXPECT_EQ(a, read_file(out.file(std::string("streamed/") + name))) << name;
+  }
+  // The sidecar records the stream: 2 blocks read at each of 2 steps x 2 branches (and perhaps
+  // one more: the loader runs ahead into the next forward).
+  const auto sidecar = nlohmann::json::parse(read_file(out.file("streamed.json")));
+  EXPECT_EQ(sidecar["weights_budget_bytes"], static_cast<int64_t>(1.2 * (1 << 20)));
+  EXPECT_EQ(sidecar["weight_stream"]["streamed_blocks"], 2) << sidecar.dump();
+  EXPECT_GE(sidecar["weight_stream"]["loads"].get<int>(), 8) << sidecar.dump();
+  EXPECT_LE(sidecar["weight_stream"]["loads"].get<int>(), 9) << sidecar.dump();
+  const Result plan = vidax(common + "--weights-budget 1.2MiB --dry-run --json");
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  const auto j = nlohmann::json::parse(plan.out.substr(plan.out.find('{')));
+  for (const auto& phase : j["memory"]["phases"]) {
+    if (phase["phase"] == "denoise") {
+      EXPECT_LE(phase["weight_bytes"].get<double>(), 1.2 * (1 << 20)) << plan.out;
+    }
+  }
+}
+
 TEST(GenerateEndToEnd, DryRunPrintsThePlanAndWritesNothing) {
   TempDir out;
   const Result r =

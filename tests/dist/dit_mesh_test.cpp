@@ -1,11 +1,13 @@
-// The DiT forward under every sequence-parallel mesh the world allows (ulysses = n, ring = n, and
-// the mixed ones), in process, against the same forward on a single-process mesh computed on the
-// same rank: dense and every sparse policy (window, svg, spade, west) under Ulysses, dense under
+// The DiT forward under every mesh the world allows (ulysses, ring and tp = n, and the mixed
+// ones), in process, against the same forward on a single-process mesh computed on the same
+// rank: dense and every sparse policy (window, svg, spade, west) under Ulysses and tp, dense under
 // ring; fp32 and bf16; a 105-token grid that no rank count divides; Wan 2.2 per-token timesteps.
+// Under tp each rank builds its own model from its shard of the same weights.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,18 +66,36 @@ double rel_diff(const Tensor& a, const Tensor& b) {
   return d / m;
 }
 
-// Every (ring, ulysses) with ring * ulysses = world size and ulysses dividing 8 heads.
+// Every (ring, ulysses, tp) with ring * ulysses * tp = world size and ulysses * tp dividing the
+// 8 heads.
 std::vector<MeshSpec> meshes() {
   std::vector<MeshSpec> out;
   const int n = world().size();
-  for (int u = 1; u <= n; ++u) {
-    if (n % u != 0 || 8 % u != 0) continue;
-    MeshSpec s;
-    s.ulysses = u;
-    s.ring = n / u;
-    out.push_back(s);
+  for (int t = 1; t <= n; ++t) {
+    for (int u = 1; u * t <= n; ++u) {
+      if (n % (u * t) != 0 || 8 % (u * t) != 0) continue;
+      MeshSpec s;
+      s.ulysses = u;
+      s.tp = t;
+      s.ring = n / (u * t);
+      out.push_back(s);
+    }
   }
   return out;
+}
+
+// The model a rank of `mesh` runs: `whole` itself without tp, else this rank's tp shard built
+// from the same weights (into `storage`).
+wan::WanDit& model_for(const Mesh& mesh, wan::WanDit& whole, const wan::WeightFn& weights,
+                       std::unique_ptr<wan::WanDit>& storage) {
+  ExecContext ctx;
+  ctx.mesh = &mesh;
+  if (mesh.spec().tp == 1) {
+    whole.set_context(ctx);
+    return whole;
+  }
+  storage = std::make_unique<wan::WanDit>(whole.config(), weights, whole.precision(), ctx);
+  return *storage;
 }
 
 // A WEST prior recorded from the model's own dense forward (written by rank 0, read by all).
@@ -95,14 +115,17 @@ std::string west_prior(wan::WanDit& model) {
 
 TEST(DitMesh, EveryMeshAndPolicyEqualsOneProcess) {
   const wan::DitConfig c = config();
+  const wan::WeightFn weights = wan::random_dit_weights(c, DType::kF32, 5);
   for (wan::Precision p : {wan::Precision::kFP32, wan::Precision::kBF16}) {
-    wan::WanDit model(c, wan::random_dit_weights(c, DType::kF32, 5), p);
+    wan::WanDit model(c, weights, p);
     const std::string prior = west_prior(model);
     const std::vector<std::string> policies = {
         "dense", "window:2,4,4:tile=1,2,2", "svg:density=0.4,block=8,warmup=0,warmup_layers=0",
         "spade:topp=0.7,dense_layers=0", "west:" + prior + ":budget=0.3,block=1x2x4"};
     for (const MeshSpec& spec : meshes()) {
       Mesh mesh(spec, world());
+      std::unique_ptr<wan::WanDit> shard;
+      wan::WanDit& ranked = model_for(mesh, model, weights, shard);
       for (const std::string& policy : policies) {
         if (spec.ring > 1 && policy != "dense") continue;  // ring is dense only
         for (bool per_token : {false, true}) {
@@ -110,19 +133,46 @@ TEST(DitMesh, EveryMeshAndPolicyEqualsOneProcess) {
           model.set_context({});
           model.set_attention(policy == "dense" ? nullptr : sparse::make_attention_policy(policy));
           const Tensor ref = model.forward(sample(per_token));
-          ExecContext ctx;
-          ctx.mesh = &mesh;
-          model.set_context(ctx);
-          model.set_attention(policy == "dense" ? nullptr : sparse::make_attention_policy(policy));
-          const Tensor got = model.forward(sample(per_token));
-          const double tol = spec.ring > 1 ? (p == wan::Precision::kBF16 ? 5e-3 : 1e-5) : 1e-6;
+          if (&ranked == &model) {
+            ExecContext ctx;
+            ctx.mesh = &mesh;
+            model.set_context(ctx);
+          }
+          ranked.set_attention(policy == "dense" ? nullptr : sparse::make_attention_policy(policy));
+          const Tensor got = ranked.forward(sample(per_token));
+          // Ring and tp change summation orders (ring: the softmax merge; tp: the row-split
+          // sums and the q/k norm statistics), which bf16 roundings downstream amplify.
+          const bool reordered = spec.ring > 1 || spec.tp > 1;
+          const double tol = reordered ? (p == wan::Precision::kBF16 ? 5e-3 : 1e-5) : 1e-6;
           EXPECT_LE(rel_diff(got, ref), tol)
               << spec.str() << " " << policy << (per_token ? " per-token t" : "")
               << (p == wan::Precision::kBF16 ? " bf16" : " fp32");
         }
       }
+      model.set_context({});
     }
-    model.set_context({});
+  }
+}
+
+// A tp shard holds 1/tp of every block's weights (a model wide enough that the GEMM layout's
+// padding of small matrices does not matter).
+TEST(DitMesh, TensorParallelShardsHoldTheirShareOfTheWeights) {
+  wan::DitConfig c = config();
+  c.dim = 512, c.ffn_dim = 1024, c.num_layers = 1;
+  const wan::WeightFn weights = wan::random_dit_weights(c, DType::kF32, 5);
+  wan::WanDit whole(c, weights, wan::Precision::kFP32);
+  for (const MeshSpec& spec : meshes()) {
+    if (spec.tp == 1) continue;
+    Mesh mesh(spec, world());
+    std::unique_ptr<wan::WanDit> shard;
+    wan::WanDit& ranked = model_for(mesh, whole, weights, shard);
+    // Blocks shrink by tp; the embeddings and head (replicated) do not.
+    wan::DitConfig no_blocks = c;
+    no_blocks.num_layers = 0;
+    const wan::WanDit stem(no_blocks, weights, wan::Precision::kFP32);
+    const double block_bytes = static_cast<double>(whole.weight_bytes() - stem.weight_bytes());
+    const double got = static_cast<double>(ranked.weight_bytes() - stem.weight_bytes());
+    EXPECT_NEAR(got, block_bytes / spec.tp, 0.01 * block_bytes / spec.tp) << spec.str();
   }
 }
 
@@ -145,11 +195,10 @@ TEST(DitMesh, FixturesMatchOnEveryMesh) {
     wan::WanDit model(ck.config(), ck.loader(), wan::Precision::kFP32);
     auto io = SafetensorsFile::open(dir + f.io);
     for (const MeshSpec& spec : meshes()) {
-      if (cfg.num_heads % spec.ulysses != 0) continue;
+      if (cfg.num_heads % (spec.ulysses * spec.tp) != 0) continue;
       Mesh mesh(spec, world());
-      ExecContext ctx;
-      ctx.mesh = &mesh;
-      model.set_context(ctx);
+      std::unique_ptr<wan::WanDit> shard;
+      wan::WanDit& ranked = model_for(mesh, model, ck.loader(), shard);
       for (const char* call : {"call0", "call1"}) {
         wan::DitSample s;
         s.x = io.tensor("x");
@@ -159,15 +208,15 @@ TEST(DitMesh, FixturesMatchOnEveryMesh) {
         Tensor t = io.tensor(std::string(call) + ".t");
         if (t.rank() == 2) t = t.select(0, 0).contiguous();  // [1, L] -> [L]
         s.t = t;
-        const auto got = model.forward(s).to_float_vector();
+        const auto got = ranked.forward(s).to_float_vector();
         const auto ref = io.tensor(std::string(call) + ".out").to_float_vector();
         ASSERT_EQ(got.size(), ref.size());
         for (size_t i = 0; i < ref.size(); ++i)
           ASSERT_NEAR(got[i], ref[i], 1e-4 + 1e-4 * std::fabs(ref[i]))
               << f.io << " " << call << " " << spec.str() << " element " << i;
       }
+      model.set_context({});
     }
-    model.set_context({});
   }
 }
 
@@ -175,7 +224,8 @@ TEST(DitMesh, FixturesMatchOnEveryMesh) {
 // rows, and under ring most key chunks are all padding.
 TEST(DitMesh, RanksWithOnlyPaddingRows) {
   const wan::DitConfig c = config();
-  wan::WanDit model(c, wan::random_dit_weights(c, DType::kF32, 6), wan::Precision::kFP32);
+  const wan::WeightFn weights = wan::random_dit_weights(c, DType::kF32, 6);
+  wan::WanDit model(c, weights, wan::Precision::kFP32);
   wan::DitSample s;
   s.x = random_tensor(Shape{16, 1, 2, 6}, 9);  // grid 1 x 1 x 3 = 3 tokens
   s.context = random_tensor(Shape{2, 16}, 10);
@@ -183,10 +233,9 @@ TEST(DitMesh, RanksWithOnlyPaddingRows) {
   const Tensor ref = model.forward(s);
   for (const MeshSpec& spec : meshes()) {
     Mesh mesh(spec, world());
-    ExecContext ctx;
-    ctx.mesh = &mesh;
-    model.set_context(ctx);
-    EXPECT_LE(rel_diff(model.forward(s), ref), 1e-5) << spec.str();
+    std::unique_ptr<wan::WanDit> shard;
+    wan::WanDit& ranked = model_for(mesh, model, weights, shard);
+    EXPECT_LE(rel_diff(ranked.forward(s), ref), 1e-5) << spec.str();
     model.set_context({});
   }
 }

@@ -115,10 +115,11 @@ TEST(MeshCli, RunDitOnTheFixtureEqualsOneProcessAndTheReference) {
   const Result one = run_one(common + dir.file("one.safetensors"));
   ASSERT_EQ(one.code, 0) << one.out;
   const Tensor ref = output(dir.file("one.safetensors"), "out");
-  // 18 tokens, 2 heads: ulysses 2, ring 3 (divides), ring 4 / 8 (padding), combinations.
+  // 18 tokens, 2 heads: ulysses 2, ring 3 (divides), ring 4 / 8 (padding), tp 2, combinations.
   for (const MeshCase& c :
        {MeshCase{2, "ulysses=2", 1e-6}, MeshCase{3, "ring=3", 1e-5}, MeshCase{4, "ring=4", 1e-5},
-        MeshCase{4, "ulysses=2,ring=2", 1e-5}, MeshCase{8, "ulysses=2,ring=4", 1e-5}}) {
+        MeshCase{4, "ulysses=2,ring=2", 1e-5}, MeshCase{8, "ulysses=2,ring=4", 1e-5},
+        MeshCase{2, "tp=2", 1e-5}, MeshCase{6, "ring=3,tp=2", 1e-5}}) {
     const std::string out = dir.file("mesh.safetensors");
     const Result r = run_mpi(c.ranks, common + out + " --mesh " + c.mesh);
     ASSERT_EQ(r.code, 0) << c.mesh << "\n" << r.out;
@@ -141,7 +142,8 @@ TEST(MeshCli, RunDitOnRandomModelsWithRaggedSequences) {
     const Tensor ref = output(dir.file("one.safetensors"), "out");
     for (const MeshCase& c :
          {MeshCase{4, "ulysses=4", 1e-6}, MeshCase{2, "ring=2", 1e-5},
-          MeshCase{8, "ulysses=4,ring=2", 1e-5}, MeshCase{6, "ulysses=2,ring=3", 1e-5}}) {
+          MeshCase{8, "ulysses=4,ring=2", 1e-5}, MeshCase{6, "ulysses=2,ring=3", 1e-5},
+          MeshCase{4, "tp=4", 1e-5}, MeshCase{8, "ring=2,ulysses=2,tp=2", 1e-5}}) {
       const std::string out = dir.file("mesh.safetensors");
       const Result r = run_mpi(c.ranks, common + out + " --mesh " + c.mesh);
       ASSERT_EQ(r.code, 0) << c.mesh << "\n" << r.out;
@@ -182,9 +184,9 @@ TEST(MeshCli, RunDenoiseWithCfgUlyssesAndRingEqualsOneProcess) {
   ASSERT_EQ(one.code, 0) << one.out;
   const Tensor ref = output(dir.file("one.safetensors"), "final_latent");
   EXPECT_TRUE(vidax::testing::all_close(ref, io.tensor("final_latent"), 1e-4, 1e-4, "one"));
-  for (const MeshCase& c :
-       {MeshCase{2, "cfg=2", 0.0}, MeshCase{4, "cfg=2,ulysses=2", 1e-6},
-        MeshCase{8, "cfg=2,ulysses=2,ring=2", 1e-5}, MeshCase{3, "ring=3", 1e-5}}) {
+  for (const MeshCase& c : {MeshCase{2, "cfg=2", 0.0}, MeshCase{4, "cfg=2,ulysses=2", 1e-6},
+                            MeshCase{8, "cfg=2,ulysses=2,ring=2", 1e-5},
+                            MeshCase{3, "ring=3", 1e-5}, MeshCase{4, "cfg=2,tp=2", 1e-5}}) {
     const std::string out = dir.file("mesh.safetensors");
     const Result r = run_mpi(c.ranks, common + out + " --mesh " + c.mesh);
     ASSERT_EQ(r.code, 0) << c.mesh << "\n" << r.out;
@@ -239,7 +241,7 @@ TEST(MeshCli, GenerateWritesTheSameFramesOnEveryMesh) {
   for (const Case& c :
        {Case{2, "cfg=2", "", 0}, Case{2, "ulysses=2", "", 0},
         Case{4, "cfg=2,ulysses=2", "--vae-tile 4", 0}, Case{3, "ring=3", "--vae-tile 4", 1},
-        Case{8, "cfg=2,ring=2,ulysses=2", "", 1}}) {
+        Case{8, "cfg=2,ring=2,ulysses=2", "", 1}, Case{4, "cfg=2,tp=2", "", 1}}) {
     const std::string out = dir.file("mesh_" + std::to_string(c.ranks));
     const Result r = run_mpi(c.ranks, common + c.extra + " --mesh " + c.mesh + " -o " + out);
     ASSERT_EQ(r.code, 0) << c.mesh << "\n" << r.out;
@@ -259,7 +261,8 @@ TEST(MeshCli, BenchDitCountsTheBytesTheCommunicationModelPredicts) {
   const std::string model = write_random_dit(dir, 4, 2, 9);
   // 5 frames at 80x48: 2 x 6 x 5 = 60 tokens; 4 ranks: 15 rows each. bf16 and fp32.
   for (const std::string precision : {"bf16", "fp32"}) {
-    for (const std::string mesh : {"ulysses=4", "cfg=2,ring=2", "ulysses=2,ring=2"}) {
+    for (const std::string mesh :
+         {"ulysses=4", "cfg=2,ring=2", "ulysses=2,ring=2", "tp=4", "ulysses=2,tp=2"}) {
       const Result r = run_mpi(4, "bench dit --weights " + model +
                                       " --frames 5 --size 80x48 "
                                       "--iters 2 --warmup 0 --json --precision " +
@@ -326,7 +329,7 @@ TEST(MeshCli, BadMeshesAreRefusedBeforeAnyWork) {
   for (const Bad& b : {Bad{2, "ulysses=4", "has 4 ranks, but the job has 2 processes"},
                        Bad{2, "pipeline=2", "unknown axis 'pipeline'"},
                        Bad{2, "ulysses=x", "needs a positive integer"},
-                       Bad{2, "tp=2", "tensor parallelism is not implemented"},
+                       Bad{3, "tp=3", "tp=3 does not divide the model's 2 attention heads"},
                        Bad{3, "ulysses=3", "does not divide the model's 2 attention heads"},
                        Bad{2, "cfg=2", "needs run denoise or generate"}}) {
     const Result r = run_mpi(b.ranks, common + " --mesh " + b.mesh);

@@ -6,13 +6,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 
 #include <omp.h>
 #include <nlohmann/json.hpp>
 
 #include "apps/vidax/commands.h"
 #include "apps/vidax/mesh_args.h"
+#include "core/byte_size.h"
 #include "core/profile.h"
+#include "dist/tensor_collectives.h"
 #include "kernels/cpu/peak.h"
 #include "models/wan/dit.h"
 #include "models/wan/dit_checkpoint.h"
@@ -26,7 +30,8 @@ namespace vidax::cli {
 namespace {
 
 struct BenchArgs {
-  std::string model = "wan2.1-t2v-1.3b", weights, size = "416x240", precision = "bf16";
+  std::string model = "wan2.1-t2v-1.3b", weights, size = "416x240", precision = "bf16",
+              weights_budget;
   int64_t frames = 17, context_tokens = 512, iters = 2, warmup = 1, timestep = 500;
   bool json = false, no_peak = false, profile = false, guided = false;
   MeshArgs mesh;
@@ -37,6 +42,29 @@ size_t peak_rss_bytes() {
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<size_t>(ru.ru_maxrss) * 1024;
 }
+
+// A preset's random weights written to a file (bf16 or f32) for the streamed path, which reads
+// a checkpoint; removed when the benchmark ends. Under a mesh rank 0 writes it and every rank
+// reads it.
+struct TemporaryWeights {
+  TemporaryWeights(const dist::Mesh& mesh, const std::string& model, const wan::DitConfig& cfg,
+                   DType dtype)
+      : mesh(mesh) {
+    const uint64_t id = dist::broadcast_u64(mesh.world(), static_cast<uint64_t>(getpid()), 0);
+    const char* tmp = std::getenv("TMPDIR");
+    path = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/vidax_bench_" + model +
+           "_" + std::string(dtype_name(dtype)) + "_" + std::to_string(id) + ".safetensors";
+    owner = mesh.world().rank() == 0;
+    if (owner) wan::write_random_dit_checkpoint(path, cfg, dtype, 1234);
+    mesh.world().barrier();
+  }
+  ~TemporaryWeights() {
+    if (owner) std::remove(path.c_str());
+  }
+  const dist::Mesh& mesh;
+  std::string path;
+  bool owner = false;
+};
 
 void bench_dit(const BenchArgs& a) {
   const auto mesh = make_mesh(a.mesh);
@@ -54,16 +82,18 @@ void bench_dit(const BenchArgs& a) {
   if (a.context_tokens < 0)
     throw_input_error("--context-tokens: expected >= 0, got ", a.context_tokens);
 
+  wan::WeightResidency residency;
+  if (!a.weights_budget.empty())
+    residency.budget_bytes = parse_byte_size(a.weights_budget, "--weights-budget");
+  const bool streamed = residency.budget_bytes > 0;
+
   const auto t_load = std::chrono::steady_clock::now();
-  std::optional<wan::DitCheckpoint> ck;
+  std::shared_ptr<const wan::DitCheckpoint> ck;
   wan::DitConfig cfg;
   wan::WeightFn weights;
-  if (!a.weights.empty()) {
-    ck = wan::DitCheckpoint::open(a.weights);
-    ck->require_loadable();
-    cfg = ck->config();
-    weights = ck->loader();
-  } else {
+  std::unique_ptr<TemporaryWeights> temporary;  // a preset's random weights, written to stream
+  std::string weights_path = a.weights;
+  if (weights_path.empty()) {
     auto preset = wan::dit_preset(a.model);
     if (!preset) {
       std::string names;
@@ -71,17 +101,29 @@ void bench_dit(const BenchArgs& a) {
       throw_input_error("--model: unknown model '", a.model, "' (expected one of ", names, ")");
     }
     cfg = *preset;
-    weights =
-        wan::random_dit_weights(cfg, p == wan::Precision::kBF16 ? DType::kBF16 : DType::kF32, 1234);
+    const DType dtype = p == wan::Precision::kBF16 ? DType::kBF16 : DType::kF32;
+    if (streamed) {  // streaming reads a file: write the random weights to one first
+      temporary = std::make_unique<TemporaryWeights>(*mesh, a.model, cfg, dtype);
+      weights_path = temporary->path;
+    } else {
+      weights = wan::random_dit_weights(cfg, dtype, 1234);
+    }
+  }
+  if (!weights_path.empty()) {
+    ck = std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(weights_path));
+    ck->require_loadable();
+    cfg = ck->config();
+    weights = streamed ? wan::shared_loader(ck) : ck->loader();
   }
   const int64_t lat_f = (a.frames - 1) / 4 + 1, lat_h = height / 8, lat_w = width / 8;
   if (lat_h % cfg.patch[1] != 0 || lat_w % cfg.patch[2] != 0)
     throw_input_error("--size: latent ", lat_w, "x", lat_h, " is not divisible by the patch");
   {  // Refuse impossible sizes before spending time on the weights.
     const int64_t tokens = lat_f * lat_h * lat_w / cfg.patch_volume();
-    const double need = wan::WanDit::activation_bytes(cfg, tokens) +
-                        static_cast<double>(wan::dit_parameter_count(cfg)) *
-                            (p == wan::Precision::kBF16 ? 2.0 : 4.0);
+    double weight_need = static_cast<double>(wan::dit_parameter_count(cfg)) *
+                         (p == wan::Precision::kBF16 ? 2.0 : 4.0) / mesh->spec().tp;
+    if (streamed) weight_need = std::min(weight_need, static_cast<double>(residency.budget_bytes));
+    const double need = wan::WanDit::activation_bytes(cfg, tokens) + weight_need;
     const double have =
         static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
     if (have > 0 && need > have)
@@ -90,10 +132,9 @@ void bench_dit(const BenchArgs& a) {
                         have / (1 << 30), " GiB");
   }
   check_mesh_for_model(*mesh, cfg.num_heads, true);
-  wan::WanDit model(cfg, weights, p);
   ExecContext ctx = cli_context();
   ctx.mesh = mesh.get();
-  model.set_context(ctx);
+  wan::WanDit model(cfg, weights, p, ctx, residency);
   if (ck) ck->source().release_resident_pages();  // packed copies are all we need now
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
@@ -122,6 +163,7 @@ void bench_dit(const BenchArgs& a) {
     }
   };
   for (int64_t i = 0; i < a.warmup; ++i) unit();
+  const wan::WeightStreamStats stream_before = model.weight_stream_stats();
   profile::set_enabled(a.profile);
   mesh->world().barrier();
   dist::CommStats comm;  // the units' collectives only (not the timing's barrier and maximum)
@@ -175,11 +217,27 @@ void bench_dit(const BenchArgs& a) {
                       {"mesh", mesh->spec().str()},
                       {"ranks", mesh->world().size()}};
   if (guided) j["seconds_per_step"] = seconds;
+  if (streamed) {
+    // Per timed unit: block loads, the loader thread's time and the time forward() waited for
+    // it (the weights' share of the unit's time).
+    const wan::WeightStreamStats st = model.weight_stream_stats();
+    const double n = static_cast<double>(a.iters);
+    const double wait = (st.wait_seconds - stream_before.wait_seconds) / n;
+    j["weights_budget_bytes"] = residency.budget_bytes;
+    j["weight_stream"] = {
+        {"pinned_blocks", st.pinned_blocks},
+        {"streamed_blocks", st.streamed_blocks},
+        {"window", st.window},
+        {"loads_per_unit", static_cast<double>(st.loads - stream_before.loads) / n},
+        {"load_seconds_per_unit", (st.load_seconds - stream_before.load_seconds) / n},
+        {"wait_seconds_per_unit", wait},
+        {"wait_fraction", seconds > 0 ? wait / seconds : 0.0}};
+  }
   if (mesh->world().size() > 1) j["gflops_per_second_per_rank"] = gflops;
   if (mesh->world().size() > 1) {
     // Per timed unit, this rank (rank 0; the mesh is symmetric): measured and modelled bytes.
     const wan::DitCommBytes model_bytes =
-        wan::dit_comm_bytes(cfg, tokens, mesh->spec(), p, s.x.numel());
+        wan::dit_comm_bytes(cfg, tokens, mesh->spec(), p, s.x.numel(), s.context.dim(0));
     const double forwards_per_unit = guided && cfg_group.size() == 1 ? 2.0 : 1.0;
     nlohmann::json kinds = nlohmann::json::object();
     for (int k = 0; k < static_cast<int>(dist::CollectiveKind::kCount); ++k) {
@@ -192,10 +250,15 @@ void bench_dit(const BenchArgs& a) {
           {"seconds", comm.seconds[i] / n}};
     }
     j["comm_measured"] = kinds;
-    j["comm_model_bytes"] = {{"all_to_all", model_bytes.ulysses * forwards_per_unit},
-                             {"send_recv", model_bytes.ring * forwards_per_unit},
-                             {"all_gather", model_bytes.sp_gather * forwards_per_unit +
-                                                (guided ? model_bytes.cfg_gather : 0.0)}};
+    // The cross-attention keys of the one context are computed (and their norm statistics
+    // reduced over tp) in the first unit, which is timed when there is no warm-up.
+    const double context_once = a.warmup == 0 ? model_bytes.tp_context / a.iters : 0.0;
+    j["comm_model_bytes"] = {
+        {"all_to_all", model_bytes.ulysses * forwards_per_unit},
+        {"all_reduce", model_bytes.tp_reduce * forwards_per_unit + context_once},
+        {"send_recv", model_bytes.ring * forwards_per_unit},
+        {"all_gather",
+         model_bytes.sp_gather * forwards_per_unit + (guided ? model_bytes.cfg_gather : 0.0)}};
   }
   nlohmann::json phases = nlohmann::json::object();
   for (const auto& [name, v] : profile::snapshot())
@@ -227,6 +290,17 @@ void bench_dit(const BenchArgs& a) {
   std::printf("\nweights: %.2f GiB packed; peak RSS %.2f GiB; load %.1f s\n",
               static_cast<double>(model.weight_bytes()) / (1 << 30),
               static_cast<double>(peak_rss_bytes()) / (1 << 30), load_s);
+  if (streamed) {
+    const auto& w = j["weight_stream"];
+    std::printf(
+        "weights budget %s: %d blocks kept, %d streamed (window %d); per %s %.1f loads, "
+        "%.2f s loading, %.2f s waited (%.0f%% of the time)\n",
+        format_bytes(static_cast<double>(residency.budget_bytes)).c_str(),
+        w["pinned_blocks"].get<int>(), w["streamed_blocks"].get<int>(), w["window"].get<int>(),
+        guided ? "step" : "forward", w["loads_per_unit"].get<double>(),
+        w["load_seconds_per_unit"].get<double>(), w["wait_seconds_per_unit"].get<double>(),
+        100 * w["wait_fraction"].get<double>());
+  }
   if (a.profile) {
     std::printf("per forward, by phase:\n");
     for (const auto& [name, v] : profile::snapshot())
@@ -249,6 +323,10 @@ void register_bench(CLI::App& app) {
     auto a = std::make_shared<BenchArgs>();
     cmd->add_option("--model", a->model, "preset with random weights (default wan2.1-t2v-1.3b)");
     cmd->add_option("--weights", a->weights, "use a checkpoint instead of random weights");
+    cmd->add_option("--weights-budget", a->weights_budget,
+                    "keep the packed weights under SIZE (e.g. 8GiB), streaming the other blocks "
+                    "at every forward; a preset's random weights are first written to a "
+                    "temporary file in $TMPDIR (docs/weights.md)");
     cmd->add_option("--frames", a->frames, "video frames, 4k+1 (default 17)");
     cmd->add_option("--size", a->size, "WIDTHxHEIGHT in pixels (default 416x240)");
     cmd->add_option("--precision", a->precision, "fp32 | bf16 (default bf16)");

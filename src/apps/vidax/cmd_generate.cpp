@@ -9,6 +9,7 @@
 
 #include "apps/vidax/commands.h"
 #include "apps/vidax/mesh_args.h"
+#include "core/byte_size.h"
 #include "core/error.h"
 #include "dist/tensor_collectives.h"
 #include "io/temp_paths.h"
@@ -22,7 +23,7 @@ struct GenerateArgs {
   std::string model, dit, t5, vae, tokenizer;
   std::string prompt, negative_prompt, size = "832x480", sampler = "unipc", precision = "bf16",
                                        vae_precision;
-  std::string output = "out.mp4", attention = "dense";
+  std::string output = "out.mp4", attention = "dense", weights_budget;
   bool negative_given = false, size_given = false, frames_given = false, fps_given = false;
   int64_t frames = 81, steps = 50, seed = -1, vae_tile = 0, crf = -1;
   double shift = 5.0, guide_scale = 5.0, fps = 16;
@@ -72,6 +73,8 @@ GenerateOptions to_options(const GenerateArgs& a) {
   o.crf = static_cast<int>(a.crf);
   o.hash_models = !a.no_hash;
   o.attention = a.attention;
+  if (!a.weights_budget.empty())
+    o.weights_budget = parse_byte_size(a.weights_budget, "--weights-budget");
   return o;
 }
 
@@ -107,6 +110,9 @@ void register_generate(CLI::App& app, int argc, char** argv) {
   cmd->add_option("--crf", a->crf,
                   "encoder quality, lower is better (default: MP4 crf 10 as the official "
                   "imageio quality=8, WebM the VP9 default)");
+  cmd->add_option("--weights-budget", a->weights_budget,
+                  "keep the DiT's packed weights under SIZE (e.g. 8GiB): blocks beyond it are "
+                  "streamed from the checkpoint at every step (docs/weights.md)");
   cmd->add_option("--vae-tile", a->vae_tile,
                   "decode in spatial tiles of this many latent pixels (default: no tiling)");
   cmd->add_option("-o,--output", a->output, "out.mp4 | out.webm | folder/ of PNG frames");

@@ -8,6 +8,7 @@
 
 #include "apps/vidax/commands.h"
 #include "apps/vidax/mesh_args.h"
+#include "core/byte_size.h"
 #include "io/safetensors.h"
 #include "models/wan/dit.h"
 #include "models/wan/dit_checkpoint.h"
@@ -19,7 +20,7 @@ namespace vidax::cli {
 namespace {
 
 struct DitArgs {
-  std::string weights, config, precision = "fp32", attention = "dense";
+  std::string weights, config, precision = "fp32", attention = "dense", weights_budget;
   MeshArgs mesh;
 };
 
@@ -30,6 +31,9 @@ void add_dit_args(CLI::App* cmd, DitArgs& a) {
   cmd->add_option("--precision", a.precision, "fp32 | bf16 (default fp32)");
   cmd->add_option("--attention", a.attention,
                   "self-attention policy, as generate's (docs/sparse-attention.md; default dense)");
+  cmd->add_option("--weights-budget", a.weights_budget,
+                  "keep the DiT's packed weights under SIZE (e.g. 8GiB): blocks beyond it are "
+                  "streamed from the checkpoint at every forward (docs/weights.md)");
   add_mesh_args(cmd, a.mesh);
 }
 
@@ -45,18 +49,24 @@ wan::WanDit load_dit(const DitArgs& a, const dist::Mesh& mesh, bool has_cfg) {
     ss << in.rdbuf();
     override = wan::dit_config_from_json(ss.str(), a.config);
   }
-  auto ck = wan::DitCheckpoint::open(a.weights, override);
-  ck.require_loadable();
-  check_mesh_for_model(mesh, ck.config().num_heads, has_cfg);
+  wan::WeightResidency residency;
+  if (!a.weights_budget.empty())
+    residency.budget_bytes = parse_byte_size(a.weights_budget, "--weights-budget");
+  const auto ck =
+      std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(a.weights, override));
+  ck->require_loadable();
+  check_mesh_for_model(mesh, ck->config().num_heads, has_cfg);
   std::shared_ptr<sparse::AttentionPolicy> policy = sparse::make_attention_policy(a.attention);
   if (mesh.spec().ring > 1 && policy->name() != "dense")
     throw_job_input_error("--attention ", a.attention, ": sparse attention runs under ulysses ",
                           "and cfg; ring attention is dense only (--mesh ", a.mesh.spec, ")");
-  wan::WanDit model(ck.config(), ck.loader(), p);
-  if (policy->name() != "dense") model.set_attention(std::move(policy));
   ExecContext ctx = cli_context();
   ctx.mesh = &mesh;
-  model.set_context(ctx);
+  // Streamed blocks are read again at every forward: their loader keeps the checkpoint open.
+  wan::WanDit model(ck->config(),
+                    residency.budget_bytes > 0 ? wan::shared_loader(ck) : ck->loader(), p, ctx,
+                    residency);
+  if (policy->name() != "dense") model.set_attention(std::move(policy));
   return model;
 }
 

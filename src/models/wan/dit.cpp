@@ -5,8 +5,11 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "core/prefetch_stream.h"
+
 #include <unistd.h>
 
+#include "core/byte_size.h"
 #include "core/convert.h"
 #include "dist/mesh.h"
 #include "kernels/cpu/elementwise.h"
@@ -19,33 +22,6 @@ namespace {
 
 std::vector<float> vec(const WeightFn& w, const std::string& name) {
   return w(name).to_float_vector();
-}
-
-// Stacks [N_i, K] weights (any float dtype) into one [sum N_i, K] tensor in `dtype`.
-Tensor stack_rows(const std::vector<Tensor>& parts, DType dtype) {
-  int64_t rows = 0;
-  const int64_t k = parts.front().dim(1);
-  for (const auto& p : parts) {
-    VIDAX_CHECK(p.rank() == 2 && p.dim(1) == k, "stack_rows ", p.describe());
-    rows += p.dim(0);
-  }
-  Tensor out = Tensor::zeros(Shape{rows, k}, dtype);
-  auto* dst = static_cast<std::byte*>(out.raw_mutable_data());
-  for (const auto& p : parts) {
-    const Tensor c = p.contiguous();
-    convert_floats(c.raw_data(), c.dtype(), dst, dtype, static_cast<size_t>(c.numel()));
-    dst += c.nbytes() / c.itemsize() * dtype_size(dtype);
-  }
-  return out;
-}
-
-Tensor stack_vectors(const std::vector<Tensor>& parts) {
-  std::vector<float> all;
-  for (const auto& p : parts) {
-    auto v = p.to_float_vector();
-    all.insert(all.end(), v.begin(), v.end());
-  }
-  return Tensor::from_floats(all, Shape{static_cast<int64_t>(all.size())});
 }
 
 // The first n values of t as doubles (int64 timesteps as the model sees them, or floats).
@@ -78,10 +54,84 @@ Precision parse_precision(const std::string& text, const std::string& flag) {
   throw_input_error(flag, ": unknown precision '", text, "' (expected fp32 or bf16)");
 }
 
-WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision)
+// Block `i`'s weights, this rank's tensor-parallel share (nn/linear.h).
+std::unique_ptr<DitBlockWeights> WanDit::Impl::load_block(const WeightFn& w, int64_t i) const {
+  const DitConfig& config = cfg;
+  const DType cd = compute;
+  const int64_t dim = config.dim;
+  auto out = std::make_unique<DitBlockWeights>();
+  DitBlockWeights& bw = *out;
+  const std::string b = "blocks." + std::to_string(i) + ".";
+  auto W = [&](const std::string& n) { return w(b + n + ".weight"); };
+  auto B = [&](const std::string& n) { return w(b + n + ".bias"); };
+  // This rank's share of a linear: `parts` fused along the output features.
+  auto linear = [&](const std::string& name, const std::vector<std::string>& parts,
+                    LinearSplit split, GemmEpilogue epilogue = GemmEpilogue::kNone) {
+    std::vector<Tensor> ws, bs;
+    for (const auto& p : parts) ws.push_back(W(p)), bs.push_back(B(p));
+    return Linear::build(b + name, ws, bs, cd, epilogue, split, tp);
+  };
+  constexpr LinearSplit kCol = LinearSplit::kColumn, kRow = LinearSplit::kRow;
+  bw.qkv = linear("self_attn.qkv", {"self_attn.q", "self_attn.k", "self_attn.v"}, kCol);
+  bw.o = linear("self_attn.o", {"self_attn.o"}, kRow);
+  bw.cross_q = linear("cross_attn.q", {"cross_attn.q"}, kCol);
+  bw.cross_kv = linear("cross_attn.kv", {"cross_attn.k", "cross_attn.v"}, kCol);
+  bw.cross_o = linear("cross_attn.o", {"cross_attn.o"}, kRow);
+  // Wan's q/k RMSNorm spans all heads: each rank keeps the weights of its own heads.
+  if (config.qk_norm) {
+    bw.norm_q = shard_vector(vec(w, b + "self_attn.norm_q.weight"), tp);
+    bw.norm_k = shard_vector(vec(w, b + "self_attn.norm_k.weight"), tp);
+    bw.cross_norm_q = shard_vector(vec(w, b + "cross_attn.norm_q.weight"), tp);
+    bw.cross_norm_k = shard_vector(vec(w, b + "cross_attn.norm_k.weight"), tp);
+  }
+  if (config.kind == DitKind::kI2V) {
+    bw.cross_kv_img = linear("cross_attn.kv_img", {"cross_attn.k_img", "cross_attn.v_img"}, kCol);
+    if (config.qk_norm)
+      bw.cross_norm_k_img = shard_vector(vec(w, b + "cross_attn.norm_k_img.weight"), tp);
+  }
+  if (config.cross_attn_norm) {
+    bw.norm3_weight = vec(w, b + "norm3.weight");
+    bw.norm3_bias = vec(w, b + "norm3.bias");
+  }
+  bw.ffn_in = linear("ffn.0", {"ffn.0"}, kCol, GemmEpilogue::kGeluTanh);
+  bw.ffn_out = linear("ffn.2", {"ffn.2"}, kRow);
+  bw.modulation = vec(w, b + "modulation");
+  if (static_cast<int64_t>(bw.modulation.size()) != 6 * dim)
+    throw_input_error(b, "modulation: expected ", 6 * dim, " values, got ", bw.modulation.size());
+  return out;
+}
+
+size_t DitBlockWeights::bytes() const {
+  size_t n = 0;
+  for (const Linear* l :
+       {&qkv, &o, &cross_q, &cross_kv, &cross_o, &cross_kv_img, &ffn_in, &ffn_out})
+    n += l->defined() ? l->packed_bytes() : 0;
+  for (const auto* v : {&norm_q, &norm_k, &cross_norm_q, &cross_norm_k, &cross_norm_k_img,
+                        &norm3_weight, &norm3_bias, &modulation})
+    n += v->size() * sizeof(float);
+  return n;
+}
+
+double WanDit::block_weight_bytes(const DitConfig& c, Precision precision, int tp) {
+  const double d = static_cast<double>(c.dim), f = static_cast<double>(c.ffn_dim);
+  double matrices = 8 * d * d + 2 * d * f;  // q, k, v, o, cross q, k, v, o; FFN in and out
+  if (c.kind == DitKind::kI2V) matrices += 2 * d * d;
+  const double item = static_cast<double>(
+      gemm_weight_item_bytes(precision == Precision::kBF16 ? DType::kBF16 : DType::kF32));
+  // Biases stay f32 in the GEMM; norm weights and modulation are f32 vectors.
+  return matrices / tp * item + (14 + 6) * d * 4;
+}
+
+WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision,
+               const ExecContext& ctx, const WeightResidency& residency)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.cfg = config;
+  m.ctx = ctx;
+  if (ctx.mesh != nullptr) m.tp = {ctx.mesh->tp().rank(), ctx.mesh->tp().size()};
+  if (config.num_heads % m.tp.size != 0)
+    throw_input_error("tp=", m.tp.size, " does not divide the model's ", config.num_heads,
+                      " attention heads");
   m.precision = precision;
   m.compute = precision == Precision::kBF16 ? DType::kBF16 : DType::kF32;
   const DType cd = m.compute;
@@ -98,45 +148,6 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision)
   m.time_projection =
       PackedLinear(w("time_projection.1.weight"), w("time_projection.1.bias"), DType::kF32);
 
-  m.blocks.resize(static_cast<size_t>(config.num_layers));
-  for (int64_t i = 0; i < config.num_layers; ++i) {
-    const std::string b = "blocks." + std::to_string(i) + ".";
-    DitBlockWeights& bw = m.blocks[static_cast<size_t>(i)];
-    auto W = [&](const std::string& n) { return w(b + n + ".weight"); };
-    auto B = [&](const std::string& n) { return w(b + n + ".bias"); };
-    constexpr LinearSplit kCol = LinearSplit::kColumn, kRow = LinearSplit::kRow;
-    bw.qkv = Linear(
-        PackedLinear(stack_rows({W("self_attn.q"), W("self_attn.k"), W("self_attn.v")}, cd),
-                     stack_vectors({B("self_attn.q"), B("self_attn.k"), B("self_attn.v")}), cd),
-        kCol);
-    bw.o = Linear(PackedLinear(W("self_attn.o"), B("self_attn.o"), cd), kRow);
-    bw.cross_q = Linear(PackedLinear(W("cross_attn.q"), B("cross_attn.q"), cd), kCol);
-    bw.cross_kv = Linear(PackedLinear(stack_rows({W("cross_attn.k"), W("cross_attn.v")}, cd),
-                                      stack_vectors({B("cross_attn.k"), B("cross_attn.v")}), cd),
-                         kCol);
-    bw.cross_o = Linear(PackedLinear(W("cross_attn.o"), B("cross_attn.o"), cd), kRow);
-    if (config.qk_norm) {
-      bw.norm_q = vec(w, b + "self_attn.norm_q.weight");
-      bw.norm_k = vec(w, b + "self_attn.norm_k.weight");
-      bw.cross_norm_q = vec(w, b + "cross_attn.norm_q.weight");
-      bw.cross_norm_k = vec(w, b + "cross_attn.norm_k.weight");
-    }
-    if (config.kind == DitKind::kI2V) {
-      bw.cross_kv_img =
-          Linear(PackedLinear(stack_rows({W("cross_attn.k_img"), W("cross_attn.v_img")}, cd),
-                              stack_vectors({B("cross_attn.k_img"), B("cross_attn.v_img")}), cd),
-                 kCol);
-      if (config.qk_norm) bw.cross_norm_k_img = vec(w, b + "cross_attn.norm_k_img.weight");
-    }
-    if (config.cross_attn_norm) {
-      bw.norm3_weight = vec(w, b + "norm3.weight");
-      bw.norm3_bias = vec(w, b + "norm3.bias");
-    }
-    bw.ffn_in = Linear(PackedLinear(W("ffn.0"), B("ffn.0"), cd, GemmEpilogue::kGeluTanh), kCol);
-    bw.ffn_out = Linear(PackedLinear(W("ffn.2"), B("ffn.2"), cd), kRow);
-    bw.modulation = vec(w, b + "modulation");
-    VIDAX_CHECK(static_cast<int64_t>(bw.modulation.size()) == 6 * dim, "modulation size");
-  }
   m.head = PackedLinear(w("head.head.weight"), w("head.head.bias"), cd);
   m.head_modulation = vec(w, "head.modulation");
   if (config.kind == DitKind::kI2V) {
@@ -149,6 +160,37 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision)
     m.img_ln4_b = vec(w, "img_emb.proj.4.bias");
   }
   m.rope = Rope3dTable::build(config.head_dim());
+
+  // The blocks: all loaded now, or (with a budget) the first ones kept and the rest streamed
+  // through a window of two (the one in use and the next, loaded meanwhile), or one when only
+  // one fits.
+  const int n = static_cast<int>(config.num_layers);
+  int pinned = n, window = 0;
+  if (residency.budget_bytes > 0) {
+    const double stem = static_cast<double>(m.stem_bytes());
+    const double block = block_weight_bytes(config, precision, m.tp.size);
+    const double room = static_cast<double>(residency.budget_bytes) - stem;
+    const auto fit = static_cast<int64_t>(std::max(0.0, std::floor(room / block)));
+    if (fit < 1)
+      throw_input_error("weights budget ",
+                        format_bytes(static_cast<double>(residency.budget_bytes)),
+                        " is smaller than the embeddings and head (", format_bytes(stem),
+                        ") plus one block (", format_bytes(block), ") of this model");
+    if (fit < n) {
+      window = fit >= 2 ? 2 : 1;
+      pinned = static_cast<int>(fit) - window;
+    }
+    m.weights_fn = w;  // read again by the loader thread (the caller keeps its source alive)
+  }
+  m.block_bytes_estimate = block_weight_bytes(config, precision, m.tp.size);
+  Impl* impl = &m;
+  PrefetchStream<DitBlockWeights>::LoadFn load;
+  if (residency.budget_bytes > 0) {
+    load = [impl](int i) { return impl->load_block(impl->weights_fn, i); };
+  } else {  // every block is loaded here, before the constructor returns
+    load = [impl, &w](int i) { return impl->load_block(w, i); };
+  }
+  m.blocks = std::make_unique<PrefetchStream<DitBlockWeights>>(n, pinned, window, std::move(load));
 }
 
 WanDit::~WanDit() = default;
@@ -163,7 +205,14 @@ void WanDit::set_attention(std::shared_ptr<sparse::AttentionPolicy> policy,
 }
 Precision WanDit::precision() const { return impl_->precision; }
 
-void WanDit::set_context(const ExecContext& ctx) { impl_->ctx = ctx; }
+void WanDit::set_context(const ExecContext& ctx) {
+  const int tp_size = ctx.mesh != nullptr ? ctx.mesh->tp().size() : 1;
+  const int tp_rank = ctx.mesh != nullptr ? ctx.mesh->tp().rank() : 0;
+  VIDAX_CHECK(tp_size == impl_->tp.size && tp_rank == impl_->tp.rank,
+              "WanDit: weights loaded for tp rank ", impl_->tp.rank, " of ", impl_->tp.size,
+              ", context has rank ", tp_rank, " of ", tp_size);
+  impl_->ctx = ctx;
+}
 
 // The cache entry for these inputs: the one computed for exactly the same values, else the
 // least recently used one, emptied.
@@ -197,19 +246,35 @@ bool WanDit::Impl::sequence_parallel() const {
   return ctx.mesh != nullptr && ctx.mesh->sp().size() > 1;
 }
 
+size_t WanDit::Impl::stem_bytes() const {
+  size_t n = 0;
+  for (const auto* l :
+       {&patch_embedding, &text0, &text2, &time0, &time2, &time_projection, &head, &img1, &img3})
+    n += l->defined() ? l->packed_bytes() : 0;
+  return n;
+}
+
 size_t WanDit::weight_bytes() const {
   const Impl& m = *impl_;
-  size_t n = 0;
-  auto add = [&](const PackedLinear& l) { n += l.defined() ? l.packed_bytes() : 0; };
-  for (const auto* l : {&m.patch_embedding, &m.text0, &m.text2, &m.time0, &m.time2,
-                        &m.time_projection, &m.head, &m.img1, &m.img3})
-    add(*l);
-  for (const auto& b : m.blocks) {
-    for (const auto* l : {&b.qkv, &b.o, &b.cross_q, &b.cross_kv, &b.cross_o, &b.cross_kv_img,
-                          &b.ffn_in, &b.ffn_out})
-      add(*l);
-  }
+  size_t n = m.stem_bytes();
+  const PrefetchStream<DitBlockWeights>& b = *m.blocks;
+  for (int i = 0; i < b.pinned(); ++i) n += b.pinned_item(i).bytes();
+  // Streamed blocks: at most `window` of them at a time.
+  n += static_cast<size_t>(b.window() * m.block_bytes_estimate);
   return n;
+}
+
+WeightStreamStats WanDit::weight_stream_stats() const {
+  const PrefetchStream<DitBlockWeights>& b = *impl_->blocks;
+  const PrefetchStats s = b.stats();
+  WeightStreamStats out;
+  out.streamed_blocks = b.size() - b.pinned();
+  out.pinned_blocks = b.pinned();
+  out.window = b.window();
+  out.loads = s.loads - b.pinned();
+  out.load_seconds = s.load_seconds;
+  out.wait_seconds = s.wait_seconds;
+  return out;
 }
 
 void WanDit::Impl::linear_f32_in(const PackedLinear& linear, const float* in, int64_t rows,
@@ -390,10 +455,10 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
 
   // ---- This process's rows: all L, or ceil(L / sp) under a sequence-parallel mesh (the runs
   // re-indexed to local rows; padding rows take the last run's timestep).
+  if (st.capture && (m.sequence_parallel() || m.tp.size > 1))
+    throw_input_error("named intermediates (capture) need a single process, not mesh ",
+                      m.ctx.mesh->spec().str());
   if (m.sequence_parallel()) {
-    if (st.capture)
-      throw_input_error("named intermediates (capture) need a single process, not mesh ",
-                        m.ctx.mesh->spec().str());
     const dist::Group& sp = m.ctx.mesh->sp();
     st.shard = seq_shard(L, sp.rank(), sp.size());
     std::vector<TimestepRun> local;

@@ -52,16 +52,44 @@ struct DitSample {
 // Looks up a weight by official name (dtype as stored; converted as needed).
 using WeightFn = std::function<Tensor(const std::string& official_name)>;
 
+// How much of the weights stays in memory. budget_bytes = 0: all of them, packed at load.
+// Otherwise the packed weights this process holds stay under budget_bytes: the embeddings and
+// head, as many whole blocks as fit beside a window of two streamed blocks (one in use, the
+// next loaded by a background thread meanwhile; one when only one fits), and the remaining
+// blocks read from `weights` again at every forward. Results are bitwise those of the resident
+// model. A budget below the embeddings and head plus one block is an InputError.
+struct WeightResidency {
+  int64_t budget_bytes = 0;
+};
+
+// What the streamed blocks cost: loads done so far, the time they took (on the loader thread)
+// and the time forward() waited for them.
+struct WeightStreamStats {
+  int streamed_blocks = 0, pinned_blocks = 0, window = 0;
+  int64_t loads = 0;
+  double load_seconds = 0, wait_seconds = 0;
+};
+
 class WanDit {
  public:
-  WanDit(const DitConfig& config, const WeightFn& weights, Precision precision);
+  // `ctx` as set_context's; under a mesh with tensor parallelism (tp > 1) this rank reads and
+  // packs only its tp shard of every block's weights (nn/linear.h), and the context given to
+  // set_context later must have the same tp rank and size.
+  // With a weights budget (`residency`), `weights` is called again during forward() from a
+  // loader thread: what it reads must outlive the model (see io/checkpoint.h's loader()).
+  WanDit(const DitConfig& config, const WeightFn& weights, Precision precision,
+         const ExecContext& ctx = {}, const WeightResidency& residency = {});
   ~WanDit();
   WanDit(WanDit&&) noexcept;
   WanDit& operator=(WanDit&&) noexcept;
 
   const DitConfig& config() const;
   Precision precision() const;
-  size_t weight_bytes() const;  // bytes held in packed/converted weights
+  // Bytes held in packed/converted weights (with a budget: at most, the streamed window full).
+  size_t weight_bytes() const;
+  WeightStreamStats weight_stream_stats() const;
+  // One block's packed weight bytes under tensor parallelism `tp` (from the shapes).
+  static double block_weight_bytes(const DitConfig& config, Precision precision, int tp = 1);
 
   // Self-attention policy for the following forward calls (sparse/attention_policy.h); null
   // (the default) or a plan whose groups are all dense runs the dense path unchanged. With
@@ -74,7 +102,8 @@ class WanDit {
   // parallel group (ring x ulysses) has several ranks, every rank of that group must call
   // forward() with the same sample: each computes its share of the tokens and every rank
   // returns the whole prediction. The mesh must outlive the calls; its heads divisibility is
-  // checked by dist::validate_mesh_for_model before the run.
+  // checked by dist::validate_mesh_for_model before the run. The ranks of its tp group must
+  // likewise call forward() together (they hold the same rows and different heads).
   void set_context(const ExecContext& ctx);
 
   // Returns the flow prediction [C_out, F, H, W]. Throws InputError on bad shapes.

@@ -6,27 +6,22 @@
 // Every op is per row except self-attention, which needs the whole sequence: under a
 // sequence-parallel mesh it goes through dist/sequence_parallel.h (Ulysses / ring); in one process
 // it calls attention_core directly.
+// Under tensor parallelism (tp = T) a rank computes its H/T heads and ffn_dim/T hidden units:
+// `ldim` = dim/T columns of q, k, v and of the attention outputs; the row-split o, cross-o and
+// FFN-out give partial sums that reduce_partial completes (dist/tensor_parallel.h).
 #include <cmath>
 #include <cstring>
 
 #include "core/convert.h"
 #include "core/profile.h"
 #include "dist/mesh.h"
+#include "dist/tensor_parallel.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/flash_attention.h"
 #include "models/wan/dit_impl.h"
 
 namespace vidax::wan {
 namespace {
-
-// RMSNorm over the full model dim of `rows` rows laid out with `stride` floats between rows.
-void rms_norm_strided(float* x, int64_t rows, int64_t dim, int64_t stride,
-                      const std::vector<float>& weight, float eps) {
-  if (weight.empty()) return;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
-    rms_norm_rows(x + r * stride, x + r * stride, 1, dim, weight.data(), eps);
-}
 
 void capture_rows(const DitState& st, const std::string& name, const float* data, int64_t rows,
                   int64_t cols, int64_t stride, const Shape& shape) {
@@ -43,7 +38,7 @@ std::string block_prefix(int index) { return "block" + std::to_string(index) + "
 
 void WanDit::Impl::block_forward(int index, DitState& st) {
   const int64_t dim = cfg.dim, rows = st.shard.per_rank;
-  const DitBlockWeights& w = blocks[static_cast<size_t>(index)];
+  const DitBlockWeights& w = blocks->acquire(index);  // waits when streamed and not loaded yet
   // Modulation vectors per unique timestep: [unique_t, 6, dim].
   std::vector<float> mod(static_cast<size_t>(st.unique_t * 6 * dim));
   for (int64_t u = 0; u < st.unique_t; ++u)
@@ -53,9 +48,10 @@ void WanDit::Impl::block_forward(int index, DitState& st) {
   act.resize(static_cast<size_t>(rows * std::max(dim, cfg.ffn_dim)));
   act16.resize(static_cast<size_t>(rows * std::max(dim, cfg.ffn_dim)));
 
-  self_attention(index, st, mod.data());
-  cross_attention(index, st);
-  feed_forward(index, st, mod.data());
+  self_attention(index, w, st, mod.data());
+  cross_attention(index, w, st);
+  feed_forward(index, w, st, mod.data());
+  blocks->release(index);  // a streamed block's memory goes to the next load
   if (st.capture)
     capture_rows(st, block_prefix(index) + "out", x.data(), rows, dim, dim,
                  Shape{1, st.tokens, dim});
@@ -131,10 +127,12 @@ void WanDit::Impl::attention_core(int index, const DitState& st, const T* q, con
   self_attn.run(call, io);
 }
 
-void WanDit::Impl::self_attention(int index, DitState& st, const float* mod) {
+void WanDit::Impl::self_attention(int index, const DitBlockWeights& w, DitState& st,
+                                  const float* mod) {
   const DitConfig& c = cfg;
-  const DitBlockWeights& w = blocks[static_cast<size_t>(index)];
-  const int64_t rows = st.shard.per_rank, dim = c.dim, heads = c.num_heads, hd = c.head_dim();
+  const int64_t rows = st.shard.per_rank, dim = c.dim, hd = c.head_dim();
+  const int64_t heads = c.num_heads / tp.size, ldim = heads * hd;  // this rank's heads
+  const int64_t head0 = static_cast<int64_t>(tp.rank) * heads;     // model index of its first
   const float eps = static_cast<float>(c.eps);
   const bool bf16 = compute == DType::kBF16;
   const std::string prefix = block_prefix(index);
@@ -142,44 +140,46 @@ void WanDit::Impl::self_attention(int index, DitState& st, const float* mod) {
   norm_modulate(st, x.data(), act.data(), act16.data(), bf16, dim, mod, 0, 1, eps);
   const void* act_in =
       bf16 ? static_cast<const void*>(act16.data()) : static_cast<const void*>(act.data());
-  qkv.resize(static_cast<size_t>(rows * 3 * dim));
+  qkv.resize(static_cast<size_t>(rows * 3 * ldim));
   {
     profile::ScopedTimer pt("gemm.qkv");
     w.qkv.forward(act_in, rows, qkv.data());
-  }  // [rows, 3*dim] = q | k | v
+  }  // [rows, 3*ldim] = q | k | v of this rank's heads
   float* q = qkv.data();
-  float* k = qkv.data() + dim;
-  float* v = qkv.data() + 2 * dim;
-  // bf16: the attention kernels' inputs, [rows, 3*dim] = q16 | k16 | v16. RoPE writes q16 and k16
+  float* k = qkv.data() + ldim;
+  float* v = qkv.data() + 2 * ldim;
+  // bf16: the attention kernels' inputs, [rows, 3*ldim] = q16 | k16 | v16. RoPE writes q16 and k16
   // while each row is in cache (no separate conversion pass over q and k); v is converted below.
-  if (bf16) qkv16.resize(static_cast<size_t>(rows * 3 * dim));
+  if (bf16) qkv16.resize(static_cast<size_t>(rows * 3 * ldim));
   {
     profile::ScopedTimer pt("rmsnorm+rope");
-    rms_norm_strided(q, rows, dim, 3 * dim, w.norm_q, eps);
-    rms_norm_strided(k, rows, dim, 3 * dim, w.norm_k, eps);
-    rope3d_apply(q, rows, heads, hd, 3 * dim, st.grid[0], st.grid[1], st.grid[2], rope,
-                 bf16 ? qkv16.data() : nullptr, 3 * dim, st.shard.first);
-    rope3d_apply(k, rows, heads, hd, 3 * dim, st.grid[0], st.grid[1], st.grid[2], rope,
-                 bf16 ? qkv16.data() + dim : nullptr, 3 * dim, st.shard.first);
+    norm_heads(q, rows, 3 * ldim, w.norm_q);
+    norm_heads(k, rows, 3 * ldim, w.norm_k);
+    rope3d_apply(q, rows, heads, hd, 3 * ldim, st.grid[0], st.grid[1], st.grid[2], rope,
+                 bf16 ? qkv16.data() : nullptr, 3 * ldim, st.shard.first);
+    rope3d_apply(k, rows, heads, hd, 3 * ldim, st.grid[0], st.grid[1], st.grid[2], rope,
+                 bf16 ? qkv16.data() + ldim : nullptr, 3 * ldim, st.shard.first);
   }
   if (bf16) {
     profile::ScopedTimer pt("attention.convert");
-    const auto stride = static_cast<size_t>(3 * dim);
-    convert_float_rows(v, DType::kF32, stride, qkv16.data() + 2 * dim, DType::kBF16, stride,
-                       static_cast<size_t>(rows), static_cast<size_t>(dim));
+    const auto stride = static_cast<size_t>(3 * ldim);
+    convert_float_rows(v, DType::kF32, stride, qkv16.data() + 2 * ldim, DType::kBF16, stride,
+                       static_cast<size_t>(rows), static_cast<size_t>(ldim));
   }
   if (st.capture) {
-    capture_rows(st, prefix + "q_rope", q, rows, dim, 3 * dim, Shape{1, rows, heads, hd});
-    capture_rows(st, prefix + "k_rope", k, rows, dim, 3 * dim, Shape{1, rows, heads, hd});
+    capture_rows(st, prefix + "q_rope", q, rows, ldim, 3 * ldim, Shape{1, rows, heads, hd});
+    capture_rows(st, prefix + "k_rope", k, rows, ldim, 3 * ldim, Shape{1, rows, heads, hd});
   }
-  attn.resize(static_cast<size_t>(rows * dim));
+  attn.resize(static_cast<size_t>(rows * ldim));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   if (!sequence_parallel()) {
     if (bf16) {
-      attention_core<BFloat16>(index, st, qkv16.data(), qkv16.data() + dim, qkv16.data() + 2 * dim,
-                               q, k, v, 3 * dim, rows, heads, 0, attn.data(), dim);
+      attention_core<BFloat16>(index, st, qkv16.data(), qkv16.data() + ldim,
+                               qkv16.data() + 2 * ldim, q, k, v, 3 * ldim, rows, heads, head0,
+                               attn.data(), ldim);
     } else {
-      attention_core<float>(index, st, q, k, v, q, k, v, 3 * dim, rows, heads, 0, attn.data(), dim);
+      attention_core<float>(index, st, q, k, v, q, k, v, 3 * ldim, rows, heads, head0, attn.data(),
+                            ldim);
     }
   } else if (bf16) {
     // Policies estimate from f32 q and k: under Ulysses a bf16 run exchanges those too (only
@@ -188,31 +188,34 @@ void WanDit::Impl::self_attention(int index, DitState& st, const float* mod) {
     const int64_t width = heads / ctx.mesh->ulysses().size() * hd;
     const bool exchange_f32 = self_attn.has_policy();
     if (exchange_f32)
-      ulysses_to_heads<float>(ctx.mesh->ulysses(), q, 3 * dim, rows, heads, hd, sp_ws.send32,
+      ulysses_to_heads<float>(ctx.mesh->ulysses(), q, 3 * ldim, rows, heads, hd, sp_ws.send32,
                               f32_heads);
     AttentionCore<BFloat16> core = [&](const BFloat16* cq, const BFloat16* ck, const BFloat16* cv,
                                        int64_t stride, int64_t tokens, int64_t h, int64_t first,
                                        float* out, int64_t os) {
       const float* q32 = exchange_f32 ? f32_heads.data() : nullptr;
       attention_core<BFloat16>(index, st, cq, ck, cv, q32, q32 ? q32 + width : nullptr,
-                               q32 ? q32 + 2 * width : nullptr, stride, tokens, h, first, out, os);
+                               q32 ? q32 + 2 * width : nullptr, stride, tokens, h, head0 + first,
+                               out, os);
     };
-    sequence_parallel_attention<BFloat16>(*ctx.mesh, st.shard, qkv16.data(), 3 * dim, heads, hd,
-                                          scale, core, attn.data(), dim, sp_ws);
+    sequence_parallel_attention<BFloat16>(*ctx.mesh, st.shard, qkv16.data(), 3 * ldim, heads, hd,
+                                          scale, core, attn.data(), ldim, sp_ws);
   } else {
     AttentionCore<float> core = [&](const float* cq, const float* ck, const float* cv,
                                     int64_t stride, int64_t tokens, int64_t h, int64_t first,
                                     float* out, int64_t os) {
-      attention_core<float>(index, st, cq, ck, cv, cq, ck, cv, stride, tokens, h, first, out, os);
+      attention_core<float>(index, st, cq, ck, cv, cq, ck, cv, stride, tokens, h, head0 + first,
+                            out, os);
     };
-    sequence_parallel_attention<float>(*ctx.mesh, st.shard, q, 3 * dim, heads, hd, scale, core,
-                                       attn.data(), dim, sp_ws);
+    sequence_parallel_attention<float>(*ctx.mesh, st.shard, q, 3 * ldim, heads, hd, scale, core,
+                                       attn.data(), ldim, sp_ws);
   }
   tmp.resize(static_cast<size_t>(rows * dim));
   {
     profile::ScopedTimer pt("gemm.o");
     linear_f32_in(w.o, attn.data(), rows, tmp.data());
-  }  // [rows, dim]
+  }  // [rows, dim] (a partial sum under tp)
+  reduce_partial(w.o, tmp.data(), rows);
   if (st.capture)
     capture_rows(st, prefix + "self_attn_out", tmp.data(), rows, dim, dim, Shape{1, rows, dim});
   gated_add(st, x.data(), tmp.data(), dim, mod, 2);
@@ -221,10 +224,10 @@ void WanDit::Impl::self_attention(int index, DitState& st, const float* mod) {
 // Cross-attention over the padded text (its padding rows as one counted row) and, for i2v, the
 // image tokens. Per row: under a sequence-parallel mesh every rank attends its own rows to the
 // whole (replicated) context.
-void WanDit::Impl::cross_attention(int index, DitState& st) {
+void WanDit::Impl::cross_attention(int index, const DitBlockWeights& w, DitState& st) {
   const DitConfig& c = cfg;
-  const DitBlockWeights& w = blocks[static_cast<size_t>(index)];
   const int64_t rows = st.shard.per_rank, dim = c.dim, hd = c.head_dim();
+  const int64_t heads = c.num_heads / tp.size, ldim = heads * hd;  // this rank's heads
   const float eps = static_cast<float>(c.eps);
   const bool bf16 = compute == DType::kBF16;
   if (!w.norm3_weight.empty()) {
@@ -233,29 +236,29 @@ void WanDit::Impl::cross_attention(int index, DitState& st) {
   } else {
     std::memcpy(act.data(), x.data(), sizeof(float) * static_cast<size_t>(rows * dim));
   }
-  float* cq = qkv.data();  // reuse: [rows, dim]
+  float* cq = qkv.data();  // reuse: [rows, ldim]
   {
     profile::ScopedTimer pt("gemm.cross_q");
     linear_f32_in(w.cross_q, act.data(), rows, cq);
   }
-  rms_norm_strided(cq, rows, dim, dim, w.cross_norm_q, eps);
+  norm_heads(cq, rows, ldim, w.cross_norm_q);
   AttentionDims ad{};
-  ad.heads = c.num_heads;
+  ad.heads = heads;
   ad.head_dim = hd;
   ad.scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // Keys and values of the context rows come from the cache (CrossKvEntry), computed on the
-  // first call that sees this context: [ctx_rows, 2*dim] = k | v, in the dtype attention reads.
+  // first call that sees this context: [ctx_rows, 2*ldim] = k | v, in the dtype attention reads.
   auto attend = [&](const PackedLinear& kv_proj, const std::vector<float>& norm_k,
                     const float* ctx_rows_data, int64_t ctx_rows, int64_t last_repeat, float* out,
                     Buffer<float>& kv_f32, Buffer<BFloat16>& kv_bf16, uint8_t& done) {
-    const auto n = static_cast<size_t>(ctx_rows * 2 * dim);
+    const auto n = static_cast<size_t>(ctx_rows * 2 * ldim);
     if (!done) {
       kv.resize(n);
       {
         profile::ScopedTimer pt("gemm.cross_kv");
         linear_f32_in(kv_proj, ctx_rows_data, ctx_rows, kv.data());
       }
-      rms_norm_strided(kv.data(), ctx_rows, dim, 2 * dim, norm_k, eps);
+      norm_heads(kv.data(), ctx_rows, 2 * ldim, norm_k);
       if (bf16) {
         kv_bf16.resize(n);
         convert_floats(kv.data(), DType::kF32, kv_bf16.data(), DType::kBF16, n);
@@ -270,16 +273,16 @@ void WanDit::Impl::cross_attention(int index, DitState& st) {
     cd.kv_len = ctx_rows;
     cd.kv_valid = ctx_rows;
     cd.kv_last_repeat = last_repeat;
-    cd.q_stride = dim;
-    cd.k_stride = cd.v_stride = 2 * dim;
-    cd.out_stride = dim;
+    cd.q_stride = ldim;
+    cd.k_stride = cd.v_stride = 2 * ldim;
+    cd.out_stride = ldim;
     profile::ScopedTimer pt("attention.cross");
     if (bf16) {
-      qkv16.resize(static_cast<size_t>(rows * dim));  // Buffer: grows only, never zero-fills
-      convert_floats(cq, DType::kF32, qkv16.data(), DType::kBF16, static_cast<size_t>(rows * dim));
-      flash_attention(qkv16.data(), kv_bf16.data(), kv_bf16.data() + dim, out, cd);
+      qkv16.resize(static_cast<size_t>(rows * ldim));  // Buffer: grows only, never zero-fills
+      convert_floats(cq, DType::kF32, qkv16.data(), DType::kBF16, static_cast<size_t>(rows * ldim));
+      flash_attention(qkv16.data(), kv_bf16.data(), kv_bf16.data() + ldim, out, cd);
     } else {
-      flash_attention(cq, kv_f32.data(), kv_f32.data() + dim, out, cd);
+      flash_attention(cq, kv_f32.data(), kv_f32.data() + ldim, out, cd);
     }
   };
   CrossKvEntry& cache = *st.cross_kv;
@@ -287,25 +290,27 @@ void WanDit::Impl::cross_attention(int index, DitState& st) {
   attend(w.cross_kv, w.cross_norm_k, st.context.data(), st.context_rows, st.context_last_repeat,
          attn.data(), cache.text[b], cache.text16[b], cache.text_done[b]);
   if (c.kind == DitKind::kI2V) {
-    hidden.resize(static_cast<size_t>(rows * dim));
+    hidden.resize(static_cast<size_t>(rows * ldim));
     attend(w.cross_kv_img, w.cross_norm_k_img, st.clip.data(), st.clip_rows, 1, hidden.data(),
            cache.image[b], cache.image16[b], cache.image_done[b]);
-    add_rows(attn.data(), hidden.data(), rows * dim);
+    add_rows(attn.data(), hidden.data(), rows * ldim);
   }
   {
     profile::ScopedTimer pt("gemm.cross_o");
     linear_f32_in(w.cross_o, attn.data(), rows, tmp.data());
-  }
+  }  // [rows, dim] (a partial sum under tp)
+  reduce_partial(w.cross_o, tmp.data(), rows);
   if (st.capture)
     capture_rows(st, block_prefix(index) + "cross_attn_out", tmp.data(), rows, dim, dim,
                  Shape{1, rows, dim});
   add_rows(x.data(), tmp.data(), rows * dim);
 }
 
-void WanDit::Impl::feed_forward(int index, DitState& st, const float* mod) {
+void WanDit::Impl::feed_forward(int index, const DitBlockWeights& w, DitState& st,
+                                const float* mod) {
   const DitConfig& c = cfg;
-  const DitBlockWeights& w = blocks[static_cast<size_t>(index)];
   const int64_t rows = st.shard.per_rank, dim = c.dim;
+  const int64_t hidden_dim = c.ffn_dim / tp.size;  // this rank's hidden units
   const bool bf16 = compute == DType::kBF16;
   norm_modulate(st, x.data(), act.data(), act16.data(), bf16, dim, mod, 3, 4,
                 static_cast<float>(c.eps));
@@ -313,26 +318,49 @@ void WanDit::Impl::feed_forward(int index, DitState& st, const float* mod) {
       bf16 ? static_cast<const void*>(act16.data()) : static_cast<const void*>(act.data());
   if (bf16) {
     // The hidden layer only feeds the next bf16 GEMM: let oneDNN write it as bf16 directly.
-    hidden16.resize(static_cast<size_t>(rows * c.ffn_dim));
+    hidden16.resize(static_cast<size_t>(rows * hidden_dim));
     {
       profile::ScopedTimer pt("gemm.ffn_in");
-      w.ffn_in.forward_bf16_out(act_in, rows, hidden16.data());  // [rows, ffn_dim], GELU fused
+      w.ffn_in.forward_bf16_out(act_in, rows, hidden16.data());  // [rows, hidden_dim], GELU fused
     }
     profile::ScopedTimer pt("gemm.ffn_out");
     w.ffn_out.forward(hidden16.data(), rows, tmp.data());
   } else {
-    hidden.resize(static_cast<size_t>(rows * c.ffn_dim));
+    hidden.resize(static_cast<size_t>(rows * hidden_dim));
     {
       profile::ScopedTimer pt("gemm.ffn_in");
-      w.ffn_in.forward(act_in, rows, hidden.data());  // [rows, ffn_dim], GELU fused
+      w.ffn_in.forward(act_in, rows, hidden.data());  // [rows, hidden_dim], GELU fused
     }
     profile::ScopedTimer pt("gemm.ffn_out");
     w.ffn_out.forward(hidden.data(), rows, tmp.data());
-  }
+  }  // [rows, dim] (a partial sum under tp)
+  reduce_partial(w.ffn_out, tmp.data(), rows);
   if (st.capture)
     capture_rows(st, block_prefix(index) + "ffn_out", tmp.data(), rows, dim, dim,
                  Shape{1, rows, dim});
   gated_add(st, x.data(), tmp.data(), dim, mod, 5);
+}
+
+void WanDit::Impl::norm_heads(float* x, int64_t rows, int64_t stride,
+                              const std::vector<float>& weight) {
+  if (weight.empty()) return;
+  const auto eps = static_cast<float>(cfg.eps);
+  const int64_t local = static_cast<int64_t>(weight.size());
+  if (tp.size == 1) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r)
+      rms_norm_rows(x + r * stride, x + r * stride, 1, local, weight.data(), eps);
+    return;
+  }
+  tp_rms_norm(ctx.mesh->tp(), x, rows, local, stride, cfg.dim, weight.data(), eps, tp_sums);
+}
+
+void WanDit::Impl::reduce_partial(const Linear& linear, float* y, int64_t rows) {
+  if (tp.size == 1) return;  // the whole sum, bias included, came out of the GEMM
+  profile::ScopedTimer pt("tp.all_reduce");
+  const std::vector<float>& bias = linear.bias_after_reduce();
+  tp_reduce_rows(ctx.mesh->tp(), y, rows, linear.out_features(),
+                 bias.empty() ? nullptr : bias.data());
 }
 
 }  // namespace vidax::wan

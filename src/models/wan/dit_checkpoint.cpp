@@ -133,4 +133,10 @@ void DitCheckpoint::require_loadable() const {
       {" for config " + config_.to_json(), model, model + " with config " + config_.to_json()});
 }
 
+std::function<Tensor(const std::string&)> shared_loader(std::shared_ptr<const DitCheckpoint> ck) {
+  auto load = ck->loader();
+  return
+      [ck = std::move(ck), load = std::move(load)](const std::string& name) { return load(name); };
+}
+
 }  // namespace vidax::wan

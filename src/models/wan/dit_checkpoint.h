@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,5 +51,9 @@ class DitCheckpoint : private Checkpoint {
   DitConfig config_;
   std::string config_source_;
 };
+
+// A weight function that keeps `ck` open for as long as the function exists: what a model whose
+// blocks are streamed (WeightResidency in dit.h) needs, as it reads them again at every forward.
+std::function<Tensor(const std::string&)> shared_loader(std::shared_ptr<const DitCheckpoint> ck);
 
 }  // namespace vidax::wan

@@ -16,12 +16,21 @@ struct DitCommBytes {
   double ring = 0;        // send_recv: K|V chunks around the ring, every block
   double sp_gather = 0;   // all_gather: the head's output rows, once per forward
   double cfg_gather = 0;  // all_gather: one branch's prediction, once per guided step
-  double per_forward() const { return ulysses + ring + sp_gather; }
+  // all_reduce over tp: the o, cross-o and FFN-out partial sums and the q/k norm statistics,
+  // every block (f32 whatever the precision).
+  double tp_reduce = 0;
+  // all_reduce over tp, once per new context (the cross-attention K/V are then cached): the
+  // norm statistics of the context's (and CLIP features') keys.
+  double tp_context = 0;
+  double per_forward() const { return ulysses + ring + sp_gather + tp_reduce; }
 };
 
-// `tokens` = L of the forward; `latent_numel` = elements of the prediction [C, F, H, W].
+// `tokens` = L of the forward; `latent_numel` = elements of the prediction [C, F, H, W];
+// `context_tokens` = rows of the text context (<= text_len; 0: text_len).
 // bf16 runs exchange q|k|v and the attention output as bf16 (2 bytes), fp32 runs as f32.
+// An all-reduce of n bytes counts 2 n (T - 1) / T bytes sent (rounded down, as dist::Group
+// counts it: the traffic of a ring all-reduce).
 DitCommBytes dit_comm_bytes(const DitConfig& config, int64_t tokens, const dist::MeshSpec& mesh,
-                            Precision precision, int64_t latent_numel);
+                            Precision precision, int64_t latent_numel, int64_t context_tokens = 0);
 
 }  // namespace vidax::wan

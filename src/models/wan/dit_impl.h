@@ -7,6 +7,7 @@
 
 #include "core/buffer.h"
 #include "core/exec_context.h"
+#include "core/prefetch_stream.h"
 #include "dist/sequence_parallel.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/rope3d.h"
@@ -30,6 +31,7 @@ struct DitBlockWeights {
   Linear ffn_in;                                // GELU(tanh) fused, column split
   Linear ffn_out;                               // row split
   std::vector<float> modulation;                // [6 * dim]
+  size_t bytes() const;                         // held in packed weights and vectors
 };
 
 // Cross-attention keys and values of every block for one text context (and, for i2v, one set
@@ -79,13 +81,17 @@ struct DitState {
 };
 
 struct WanDit::Impl {
+  ~Impl() { blocks.reset(); }  // the loader thread reads the fields below: it ends first
   DitConfig cfg;
   Precision precision = Precision::kBF16;
   DType compute = DType::kBF16;
   PackedLinear patch_embedding;                // [dim, C*pt*ph*pw]
   PackedLinear text0, text2;                   // text0 has GELU(tanh) fused
   PackedLinear time0, time2, time_projection;  // always f32 (the reference forces f32 here)
-  std::vector<DitBlockWeights> blocks;
+  // The blocks' weights: all resident, or some streamed from `weights_fn` (core/prefetch_stream.h).
+  WeightFn weights_fn;              // kept when blocks are streamed
+  double block_bytes_estimate = 0;  // one block's packed bytes, from the shapes
+  std::unique_ptr<PrefetchStream<DitBlockWeights>> blocks;
   PackedLinear head;
   std::vector<float> head_modulation;  // [2 * dim]
   // i2v image projection (MLPProj): LN -> Linear -> GELU(erf) -> Linear -> LN, eps 1e-5.
@@ -93,6 +99,7 @@ struct WanDit::Impl {
   PackedLinear img1, img3;
   Rope3dTable rope;
   ExecContext ctx;                             // threads, profiler, mesh
+  TpShard tp;                                  // this rank's tensor-parallel shard of the blocks
   sparse::SelfAttentionOp self_attn;           // the attention core: a policy's plan, or dense
   SeqParallelWorkspace sp_ws;                  // the sequence-parallel exchanges' buffers
   std::array<CrossKvEntry, 2> cross_kv_cache;  // the two contexts of a guided loop, LRU
@@ -105,11 +112,14 @@ struct WanDit::Impl {
   Buffer<BFloat16> act16, qkv16, hidden16;
   Buffer<BFloat16> linear_in16;  // only linear_f32_in converts into this one
 
+  std::unique_ptr<DitBlockWeights> load_block(const WeightFn& w, int64_t index) const;
+  size_t stem_bytes() const;  // the weights outside the blocks (embeddings, head)
+
   // The block as ops (dit_block.cpp): modulation vectors, then the three residual branches.
   void block_forward(int index, DitState& st);
-  void self_attention(int index, DitState& st, const float* mod);
-  void cross_attention(int index, DitState& st);
-  void feed_forward(int index, DitState& st, const float* mod);
+  void self_attention(int index, const DitBlockWeights& w, DitState& st, const float* mod);
+  void cross_attention(int index, const DitBlockWeights& w, DitState& st);
+  void feed_forward(int index, const DitBlockWeights& w, DitState& st, const float* mod);
   // Self-attention on complete rows (one process, or a rank's heads after the Ulysses
   // exchange): the policy's plan or dense flash attention. q/k/v are the kernel's dtype;
   // q32/k32 (f32, same layout) feed the policy's estimators.
@@ -119,6 +129,12 @@ struct WanDit::Impl {
                       int64_t tokens, int64_t heads, int64_t first_head, float* out,
                       int64_t out_stride);
   bool sequence_parallel() const;
+  // Wan's q/k RMSNorm over all dim features of `rows` rows (row `stride`) of which this rank
+  // holds its heads' columns (weight: their slice); under tp the statistics are all-reduced.
+  void norm_heads(float* x, int64_t rows, int64_t stride, const std::vector<float>& weight);
+  // Completes a row-split linear's output y [rows, out] under tp (sum, then bias); no-op at tp 1.
+  void reduce_partial(const Linear& linear, float* y, int64_t rows);
+  Buffer<float> tp_sums;  // norm_heads' per-row statistics
   // Runs `linear` on f32 rows `in` (converted to bf16 on the bf16 path) into `out`.
   void linear_f32_in(const PackedLinear& linear, const float* in, int64_t rows, float* out);
 };

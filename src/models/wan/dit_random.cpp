@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 
+#include "io/safetensors.h"
 #include "models/wan/dit_tensors.h"
 #include "models/wan/random_fill.h"
 
@@ -39,6 +40,16 @@ WeightFn random_dit_weights(const DitConfig& config, DType dtype, uint64_t seed)
     }
     return random_uniform_tensor(d.shape, dtype, base, offset, amplitude);
   };
+}
+
+void write_random_dit_checkpoint(const std::string& path, const DitConfig& config, DType dtype,
+                                 uint64_t seed) {
+  const WeightFn w = random_dit_weights(config, dtype, seed);
+  std::vector<LazyTensor> tensors;
+  for (const TensorDecl& d : dit_tensor_decls(config))
+    tensors.push_back({d.name, d.shape, dtype, [w, name = d.name] { return w(name); }});
+  write_safetensors_lazy(path, tensors,
+                         {{"config", config.to_json()}, {"producer", "vidax random DiT weights"}});
 }
 
 }  // namespace vidax::wan

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/tensor.h"
 #include "models/wan/dit.h"
@@ -13,5 +14,11 @@ namespace vidax::wan {
 // Returns a WeightFn generating each tensor on request (so a caller that packs and drops it
 // never holds more than one plain tensor at a time) in `dtype` (F32 or BF16).
 WeightFn random_dit_weights(const DitConfig& config, DType dtype, uint64_t seed);
+
+// Writes those weights as an official-layout safetensors file with the config in its metadata,
+// one tensor in memory at a time (a 14B model's 28.6 GB in bf16 need not fit in memory);
+// atomically (io/safetensors.h).
+void write_random_dit_checkpoint(const std::string& path, const DitConfig& config, DType dtype,
+                                 uint64_t seed);
 
 }  // namespace vidax::wan

@@ -9,33 +9,18 @@
 
 #include "core/buffer.h"
 #include "core/convert.h"
+#include "dist/mesh.h"
+#include "dist/tensor_parallel.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 #include "models/wan/t5_attention.h"
 #include "models/wan/t5_tensors.h"
+#include "nn/linear.h"
 
 namespace vidax::wan {
 namespace {
 
 constexpr float kEps = 1e-6f;  // T5LayerNorm
-
-// Stacks [N_i, K] weights (any float dtype) into one [sum N_i, K] tensor in `dtype`.
-Tensor stack_rows(const std::vector<Tensor>& parts, DType dtype) {
-  int64_t rows = 0;
-  const int64_t k = parts.front().dim(1);
-  for (const auto& p : parts) {
-    VIDAX_CHECK(p.rank() == 2 && p.dim(1) == k, "stack_rows ", p.describe());
-    rows += p.dim(0);
-  }
-  Tensor out = Tensor::zeros(Shape{rows, k}, dtype);
-  auto* dst = static_cast<std::byte*>(out.raw_mutable_data());
-  for (const auto& p : parts) {
-    const Tensor c = p.contiguous();
-    convert_floats(c.raw_data(), c.dtype(), dst, dtype, static_cast<size_t>(c.numel()));
-    dst += static_cast<size_t>(c.numel()) * dtype_size(dtype);
-  }
-  return out;
-}
 
 // ids / mask as [L] int64 values; `what` names the tensor in errors.
 std::vector<int64_t> read_token_vector(const Tensor& t, const char* what) {
@@ -54,13 +39,16 @@ std::vector<int64_t> read_token_vector(const Tensor& t, const char* what) {
 
 }  // namespace
 
+// Under tensor parallelism (tp = T) a rank holds its H/T heads of q, k, v (column split) and
+// the matching input columns of o (row split), its dim_ffn/T units of gate and fc1 and fc2's
+// matching columns (nn/linear.h); o and fc2 give partial sums, all-reduced over tp.
 struct T5BlockWeights {
   std::vector<float> norm1, norm2;  // [dim]
-  PackedLinear qkv;                 // q, k, v fused: [3 * dim_attn, dim]
-  PackedLinear o;                   // [dim, dim_attn]
-  PackedLinear gate_fc1;            // gate.0 and fc1 fused: [2 * dim_ffn, dim]
-  PackedLinear fc2;                 // [dim, dim_ffn]
-  std::vector<float> pos_table;     // [num_buckets, heads]
+  Linear qkv;                       // q, k, v fused: [3 * dim_attn / T, dim], column split
+  Linear o;                         // [dim, dim_attn / T], row split
+  Linear gate_fc1;                  // gate.0 and fc1 fused: [2 * dim_ffn / T, dim], column split
+  Linear fc2;                       // [dim, dim_ffn / T], row split
+  std::vector<float> pos_table;     // [num_buckets, heads] (all heads)
 };
 
 struct T5Encoder::Impl {
@@ -70,6 +58,8 @@ struct T5Encoder::Impl {
   Tensor embedding;  // [vocab, dim], F32 / BF16 / F16
   std::vector<T5BlockWeights> blocks;
   std::vector<float> final_norm;
+  ExecContext ctx;  // its mesh's tp group, when tp > 1
+  TpShard tp;
 
   // Scratch reused across blocks and calls.
   Buffer<float> x, act, qkv, attn, ff, hidden, tmp, bias;
@@ -86,11 +76,17 @@ struct T5Encoder::Impl {
   }
 };
 
-T5Encoder::T5Encoder(const T5Config& config, const WeightFn& w, Precision precision)
+T5Encoder::T5Encoder(const T5Config& config, const WeightFn& w, Precision precision,
+                     const ExecContext& ctx)
     : impl_(std::make_unique<Impl>()) {
   config.validate("T5Encoder");
   Impl& m = *impl_;
   m.cfg = config;
+  m.ctx = ctx;
+  if (ctx.mesh != nullptr) m.tp = {ctx.mesh->tp().rank(), ctx.mesh->tp().size()};
+  if (config.num_heads % m.tp.size != 0)
+    throw_input_error("tp=", m.tp.size, " does not divide umT5's ", config.num_heads,
+                      " attention heads");
   m.precision = precision;
   m.compute = precision == Precision::kBF16 ? DType::kBF16 : DType::kF32;
   const DType cd = m.compute;
@@ -121,20 +117,24 @@ T5Encoder::T5Encoder(const T5Config& config, const WeightFn& w, Precision precis
     T5BlockWeights& bw = m.blocks[static_cast<size_t>(i)];
     const Shape in_proj{config.dim_attn, config.dim}, ffn_in{config.dim_ffn, config.dim};
     bw.norm1 = vec(b + "norm1.weight");
-    bw.qkv = PackedLinear(
-        stack_rows({checked(b + "attn.q.weight", in_proj), checked(b + "attn.k.weight", in_proj),
-                    checked(b + "attn.v.weight", in_proj)},
-                   cd),
-        Tensor(), cd);
-    bw.o = PackedLinear(checked(b + "attn.o.weight", Shape{config.dim, config.dim_attn}), Tensor(),
-                        cd);
+    constexpr LinearSplit kCol = LinearSplit::kColumn, kRow = LinearSplit::kRow;
+    constexpr GemmEpilogue kNone = GemmEpilogue::kNone;
+    bw.qkv =
+        Linear::build(b + "attn.qkv",
+                      {checked(b + "attn.q.weight", in_proj), checked(b + "attn.k.weight", in_proj),
+                       checked(b + "attn.v.weight", in_proj)},
+                      {}, cd, kNone, kCol, m.tp);
+    bw.o = Linear::build(b + "attn.o",
+                         {checked(b + "attn.o.weight", Shape{config.dim, config.dim_attn})}, {}, cd,
+                         kNone, kRow, m.tp);
     bw.norm2 = vec(b + "norm2.weight");
-    bw.gate_fc1 = PackedLinear(
-        stack_rows(
-            {checked(b + "ffn.gate.0.weight", ffn_in), checked(b + "ffn.fc1.weight", ffn_in)}, cd),
-        Tensor(), cd);
-    bw.fc2 = PackedLinear(checked(b + "ffn.fc2.weight", Shape{config.dim, config.dim_ffn}),
-                          Tensor(), cd);
+    bw.gate_fc1 = Linear::build(
+        b + "ffn.gate_fc1",
+        {checked(b + "ffn.gate.0.weight", ffn_in), checked(b + "ffn.fc1.weight", ffn_in)}, {}, cd,
+        kNone, kCol, m.tp);
+    bw.fc2 = Linear::build(b + "ffn.fc2",
+                           {checked(b + "ffn.fc2.weight", Shape{config.dim, config.dim_ffn})}, {},
+                           cd, kNone, kRow, m.tp);
     bw.pos_table =
         checked(b + "pos_embedding.embedding.weight", Shape{config.num_buckets, config.num_heads})
             .to_float_vector();
@@ -179,7 +179,12 @@ Tensor T5Encoder::forward(const Tensor& ids_t, const Tensor& mask_t, const Captu
   if (std::none_of(key_valid.begin(), key_valid.end(), [](uint8_t v) { return v != 0; }))
     throw_input_error("mask: no real token (all zeros)");
 
-  const int64_t dim = c.dim, da = c.dim_attn, ffn = c.dim_ffn, H = c.num_heads;
+  // This rank's heads (and their attention width) and FFN units: all of them without tp.
+  const int64_t dim = c.dim, da = c.dim_attn / m.tp.size, ffn = c.dim_ffn / m.tp.size;
+  const int64_t H = c.num_heads / m.tp.size, head0 = m.tp.rank * H;
+  if (capture && m.tp.size > 1)
+    throw_input_error("named intermediates (capture) need a single process, not tp=", m.tp.size);
+  dist::Group* tp_group = m.tp.size > 1 ? &m.ctx.mesh->tp() : nullptr;
   const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
   m.x.resize(sz(L * dim));
   m.act.resize(sz(L * dim));
@@ -226,7 +231,7 @@ Tensor T5Encoder::forward(const Tensor& ids_t, const Tensor& mask_t, const Captu
     float* bias = m.bias.data();  // [heads, 2L - 1]
     for (int64_t h = 0; h < H; ++h)
       for (int64_t r = 0; r < 2 * L - 1; ++r)
-        bias[h * (2 * L - 1) + r] = bw.pos_table[sz(bucket[sz(r)] * H + h)];
+        bias[h * (2 * L - 1) + r] = bw.pos_table[sz(bucket[sz(r)] * c.num_heads + head0 + h)];
     if (capture) {
       Tensor pb = Tensor::zeros(Shape{1, H, L, L}, DType::kF32);
       float* p = pb.mutable_data<float>();
@@ -243,6 +248,7 @@ Tensor T5Encoder::forward(const Tensor& ids_t, const Tensor& mask_t, const Captu
     t5_attention(m.qkv.data(), m.qkv.data() + da, m.qkv.data() + 2 * da, m.attn.data(), bias,
                  key_valid.data(), ad);                        // [L, dim_attn]
     m.linear(bw.o, m.attn.data(), m.attn16, L, m.tmp.data());  // [L, dim]
+    if (tp_group != nullptr) tp_reduce_rows(*tp_group, m.tmp.data(), L, dim, nullptr);
     emit(name + "attn_out", m.tmp.data(), Shape{1, L, dim});
     add_rows(x, m.tmp.data(), L * dim);
 
@@ -259,6 +265,7 @@ Tensor T5Encoder::forward(const Tensor& ids_t, const Tensor& mask_t, const Captu
       for (int64_t k = 0; k < ffn; ++k) hr[k] = lin[k] * hr[k];
     }
     m.linear(bw.fc2, hidden, m.hidden16, L, m.tmp.data());  // [L, dim]
+    if (tp_group != nullptr) tp_reduce_rows(*tp_group, m.tmp.data(), L, dim, nullptr);
     emit(name + "ffn_out", m.tmp.data(), Shape{1, L, dim});
     add_rows(x, m.tmp.data(), L * dim);
     emit(name + "out", x, Shape{1, L, dim});

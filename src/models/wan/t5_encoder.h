@@ -15,6 +15,7 @@
 
 #include <memory>
 
+#include "core/exec_context.h"
 #include "core/tensor.h"
 #include "models/wan/dit.h"  // Precision, WeightFn, CaptureFn
 #include "models/wan/t5_config.h"
@@ -24,7 +25,11 @@ namespace vidax::wan {
 
 class T5Encoder {
  public:
-  T5Encoder(const T5Config& config, const WeightFn& weights, Precision precision);
+  // Under a mesh with tensor parallelism (ctx.mesh's tp > 1) this rank holds its tp shard of
+  // every block (heads and FFN units, nn/linear.h); the ranks of that tp group must then call
+  // forward()/encode() together with the same tokens, and each returns the whole output.
+  T5Encoder(const T5Config& config, const WeightFn& weights, Precision precision,
+            const ExecContext& ctx = {});
   ~T5Encoder();
   T5Encoder(T5Encoder&&) noexcept;
   T5Encoder& operator=(T5Encoder&&) noexcept;

@@ -1,0 +1,97 @@
+// PrefetchStream: every item handed out is the one asked for, in any order of use; at most
+// pinned + window items exist at a time; loads run ahead of use; a failing load is rethrown
+// to the acquire that needs it and the stream recovers.
+#include "core/prefetch_stream.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+
+namespace vidax {
+namespace {
+
+struct Item {
+  Item(int i, std::atomic<int>& live) : index(i), live(live) { max_live(live.fetch_add(1) + 1); }
+  ~Item() { live.fetch_sub(1); }
+  static void max_live(int n) {
+    int m = peak.load();
+    while (n > m && !peak.compare_exchange_weak(m, n)) {
+    }
+  }
+  int index;
+  std::atomic<int>& live;
+  static std::atomic<int> peak;
+};
+std::atomic<int> Item::peak{0};
+
+TEST(PrefetchStream, CyclicUseStaysWithinTheWindow) {
+  for (int pinned : {0, 1, 3}) {
+    for (int window : {1, 2, 3}) {
+      std::atomic<int> live{0};
+      Item::peak = 0;
+      {
+        PrefetchStream<Item> s(7, pinned, window, [&](int i) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+          return std::make_unique<Item>(i, live);
+        });
+        for (int pass = 0; pass < 3; ++pass) {
+          for (int i = 0; i < 7; ++i) {
+            EXPECT_EQ(s.acquire(i).index, i);
+            s.release(i);
+          }
+        }
+        const PrefetchStats st = s.stats();
+        EXPECT_EQ(st.loads, pinned + 3 * (7 - pinned)) << pinned << " " << window;
+      }
+      EXPECT_LE(Item::peak.load(), pinned + window) << pinned << " " << window;
+      EXPECT_EQ(live.load(), 0);
+    }
+  }
+}
+
+TEST(PrefetchStream, AllPinnedLoadsOnceWithoutAThread) {
+  std::atomic<int> live{0};
+  int loads = 0;
+  PrefetchStream<Item> s(4, 4, 0, [&](int i) {
+    ++loads;
+    return std::make_unique<Item>(i, live);
+  });
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(s.acquire(i).index, i), s.release(i);
+  EXPECT_EQ(loads, 4);
+  EXPECT_EQ(s.pinned_item(2).index, 2);
+}
+
+TEST(PrefetchStream, OutOfOrderUseRestartsTheLoader) {
+  std::atomic<int> live{0};
+  PrefetchStream<Item> s(6, 1, 2, [&](int i) { return std::make_unique<Item>(i, live); });
+  // A forward that stops after block 2, then one from the start, then jumps.
+  for (int i : {0, 1, 2, 0, 1, 2, 3, 4, 5, 4, 1, 5, 3}) {
+    EXPECT_EQ(s.acquire(i).index, i);
+    s.release(i);
+  }
+}
+
+TEST(PrefetchStream, AFailedLoadIsRethrownAndTheStreamRecovers) {
+  std::atomic<int> live{0};
+  std::atomic<bool> fail{true};
+  PrefetchStream<Item> s(4, 0, 2, [&](int i) {
+    if (i == 2 && fail.load()) throw std::runtime_error("cannot read block 2");
+    return std::make_unique<Item>(i, live);
+  });
+  EXPECT_EQ(s.acquire(0).index, 0);
+  s.release(0);
+  EXPECT_EQ(s.acquire(1).index, 1);
+  s.release(1);
+  EXPECT_THROW(s.acquire(2), std::runtime_error);
+  fail = false;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(s.acquire(i).index, i);
+    s.release(i);
+  }
+}
+
+}  // namespace
+}  // namespace vidax
