@@ -46,9 +46,20 @@ Tensor guided_prediction(wan::WanDit& model, wan::DitSample s, const Tensor& con
                                   both.select(0, 1).reshape(mine.shape()), guide_scale);
 }
 
-Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
-               const Tensor& context_null, int64_t seq_len, const DenoiseOptions& options,
-               const DenoiseCallback& on_step, const ExecContext& ctx) {
+namespace {
+
+// The loop shared by one model and the experts: `model_for(t)` gives the model and guide scale
+// (and expert index) of a timestep.
+struct StepModel {
+  wan::WanDit* model;
+  double guide_scale;
+  int expert;
+};
+
+Tensor denoise_loop(const std::function<StepModel(int64_t)>& model_for, const Tensor& noise,
+                    const Tensor& context, const Tensor& context_null, int64_t seq_len,
+                    const DenoiseOptions& options, const DenoiseCallback& on_step,
+                    const ExecContext& ctx) {
   dist::Group* cfg_group =
       ctx.mesh != nullptr && ctx.mesh->cfg().size() > 1 ? &ctx.mesh->cfg() : nullptr;
   if (cfg_group != nullptr && !context_null.defined())
@@ -58,22 +69,55 @@ Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
   const auto& timesteps = scheduler->timesteps();
   for (int i = 0; i < scheduler->steps(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
+    const int64_t t = timesteps[static_cast<size_t>(i)];
+    const StepModel m = model_for(t);
     wan::DitSample s;
     s.x = latent;
     s.t = Tensor::zeros(Shape{1}, DType::kI64);
-    s.t.mutable_data<int64_t>()[0] = timesteps[static_cast<size_t>(i)];
+    s.t.mutable_data<int64_t>()[0] = t;
     s.seq_len = seq_len;
     s.step = i;
     s.steps = scheduler->steps();
     s.context = context;
-    const Tensor pred = context_null.defined() ? guided_prediction(model, s, context, context_null,
-                                                                   options.guide_scale, cfg_group)
-                                               : model.forward(s);
+    const Tensor pred =
+        context_null.defined()
+            ? guided_prediction(*m.model, s, context, context_null, m.guide_scale, cfg_group)
+            : m.model->forward(s);
     latent = scheduler->step(pred, latent);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (on_step) on_step({i, timesteps[static_cast<size_t>(i)], dt, latent});
+    if (on_step) on_step({i, t, dt, latent, m.expert, m.guide_scale});
   }
   return latent;
+}
+
+}  // namespace
+
+Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
+               const Tensor& context_null, int64_t seq_len, const DenoiseOptions& options,
+               const DenoiseCallback& on_step, const ExecContext& ctx) {
+  return denoise_loop(
+      [&](int64_t) {
+        return StepModel{&model, options.guide_scale, 0};
+      },
+      noise, context, context_null, seq_len, options, on_step, ctx);
+}
+
+Tensor denoise_experts(DitExperts& experts, const Tensor& noise, const Tensor& context,
+                       const Tensor& context_null, int64_t seq_len, const DenoiseOptions& options,
+                       const DenoiseCallback& on_step, const ExecContext& ctx) {
+  VIDAX_CHECK(experts.make_high && experts.make_low, "denoise_experts: an expert has no factory");
+  std::unique_ptr<wan::WanDit> current;
+  int current_expert = -1;
+  auto model_for = [&](int64_t t) {
+    const int e = experts.expert_for(t);
+    if (e != current_expert) {
+      current.reset();  // the previous expert's memory first
+      current = e == 0 ? experts.make_high() : experts.make_low();
+      current_expert = e;
+    }
+    return StepModel{current.get(), e == 0 ? experts.guide_high : experts.guide_low, e};
+  };
+  return denoise_loop(model_for, noise, context, context_null, seq_len, options, on_step, ctx);
 }
 
 }  // namespace vidax

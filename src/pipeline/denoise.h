@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "core/exec_context.h"
@@ -29,6 +30,8 @@ struct DenoiseStep {
   int64_t timestep;
   double seconds;        // wall time of this step (both model calls and the solver)
   const Tensor& latent;  // after the step
+  int expert = 0;        // DitExperts: 0 the high-noise expert (or the only model), 1 the low
+  double guide_scale = 0;
 };
 using DenoiseCallback = std::function<void(const DenoiseStep&)>;
 
@@ -41,6 +44,27 @@ using DenoiseCallback = std::function<void(const DenoiseStep&)>;
 Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
                const Tensor& context_null, int64_t seq_len, const DenoiseOptions& options,
                const DenoiseCallback& on_step = nullptr, const ExecContext& ctx = {});
+
+// Wan 2.2 A14B's mixture of two experts, as the official text2video.py runs it: the
+// high-noise expert denoises the steps whose (int64) timestep is >= `boundary` (the config's
+// boundary ratio x 1000: 875 for T2V, 900 for I2V), the low-noise expert the others, each with
+// its own guide scale. Timesteps only decrease, so there is one switch; the experts are made on
+// first use and the previous one is destroyed before the next is made (one is resident at a
+// time, as the official --offload_model keeps one on the GPU).
+struct DitExperts {
+  std::function<std::unique_ptr<wan::WanDit>()> make_high, make_low;
+  double boundary = 0;
+  double guide_high = 5.0, guide_low = 5.0;
+  // The expert a timestep belongs to: 0 high, 1 low.
+  int expert_for(int64_t timestep) const {
+    return static_cast<double>(timestep) >= boundary ? 0 : 1;
+  }
+};
+
+// denoise() with the experts; options.guide_scale is ignored (each expert has its own).
+Tensor denoise_experts(DitExperts& experts, const Tensor& noise, const Tensor& context,
+                       const Tensor& context_null, int64_t seq_len, const DenoiseOptions& options,
+                       const DenoiseCallback& on_step = nullptr, const ExecContext& ctx = {});
 
 // One guided prediction for sample `s` (its context and cfg_branch are set here): the
 // conditional and unconditional forwards in this process, or with a cfg group of 2 this rank's

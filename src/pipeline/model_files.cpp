@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <fstream>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
@@ -68,7 +71,14 @@ std::string pick_one(std::vector<fs::path> candidates, const std::string& prefer
 ModelFiles resolve_official(const fs::path& dir) {
   ModelFiles f;
   f.layout = "official";
-  if (is_file(dir / "diffusion_pytorch_model.safetensors.index.json"))
+  if (is_dir(dir / "high_noise_model") || is_dir(dir / "low_noise_model")) {  // Wan 2.2 A14B
+    for (const char* sub : {"high_noise_model", "low_noise_model"})
+      if (!is_dir(dir / sub))
+        throw_input_error(dir.string(), ": a two-expert (Wan 2.2 A14B) folder needs both ",
+                          "high_noise_model/ and low_noise_model/; ", sub, "/ is missing");
+    f.dit = (dir / "high_noise_model").string();
+    f.dit_low = (dir / "low_noise_model").string();
+  } else if (is_file(dir / "diffusion_pytorch_model.safetensors.index.json"))
     f.dit = (dir / "diffusion_pytorch_model.safetensors.index.json").string();
   else if (is_file(dir / "diffusion_pytorch_model.safetensors"))
     f.dit = (dir / "diffusion_pytorch_model.safetensors").string();
@@ -86,6 +96,24 @@ ModelFiles resolve_diffusers(const fs::path& dir) {
   ModelFiles f;
   f.layout = "diffusers";
   if (is_dir(dir / "transformer")) f.dit = (dir / "transformer").string();
+  if (is_dir(dir / "transformer_2")) f.dit_low = (dir / "transformer_2").string();
+  if (is_file(dir / "model_index.json")) {
+    std::ifstream in(dir / "model_index.json");
+    nlohmann::json index;
+    try {
+      index = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw_input_error((dir / "model_index.json").string(), ": not valid JSON (", e.what(), ")");
+    }
+    if (index.is_object() && index.contains("boundary_ratio") &&
+        !index["boundary_ratio"].is_null()) {
+      const auto& b = index["boundary_ratio"];
+      if (!b.is_number() || !(b.get<double>() > 0 && b.get<double>() < 1))
+        throw_input_error((dir / "model_index.json").string(),
+                          ": boundary_ratio must be a number in (0, 1), got ", b.dump());
+      f.boundary_ratio = b.get<double>();
+    }
+  }
   if (is_dir(dir / "text_encoder")) f.t5 = (dir / "text_encoder").string();
   if (is_dir(dir / "vae")) f.vae = (dir / "vae").string();
   if (is_dir(dir / "tokenizer")) f.tokenizer = (dir / "tokenizer").string();
@@ -97,9 +125,20 @@ ModelFiles resolve_comfyui(fs::path dir, const ModelFiles& given) {
   if (is_dir(dir / "split_files")) dir /= "split_files";
   ModelFiles f;
   f.layout = "comfyui";
-  if (given.dit.empty())
-    f.dit = pick_one(files_with_suffix(dir / "diffusion_models", ".safetensors"), "",
-                     dir / "diffusion_models", "diffusion model");
+  if (given.dit.empty()) {
+    const auto models = files_with_suffix(dir / "diffusion_models", ".safetensors");
+    std::vector<fs::path> high, low;
+    for (const auto& m : models) {
+      if (contains_ci(m.filename().string(), "high_noise")) high.push_back(m);
+      if (contains_ci(m.filename().string(), "low_noise")) low.push_back(m);
+    }
+    if (!high.empty() || !low.empty()) {  // Wan 2.2 A14B: the two experts
+      f.dit = pick_one(high, "", dir / "diffusion_models", "high-noise expert (*high_noise*)");
+      f.dit_low = pick_one(low, "", dir / "diffusion_models", "low-noise expert (*low_noise*)");
+    } else {
+      f.dit = pick_one(models, "", dir / "diffusion_models", "diffusion model");
+    }
+  }
   if (given.t5.empty())
     f.t5 = pick_one(files_with_suffix(dir / "text_encoders", ".safetensors"), "umt5",
                     dir / "text_encoders", "umT5 text encoder");
@@ -110,7 +149,23 @@ ModelFiles resolve_comfyui(fs::path dir, const ModelFiles& given) {
 
 }  // namespace
 
-ModelFiles resolve_model_files(const std::string& model_dir, const ModelFiles& explicit_paths) {
+bool has_two_experts(const std::string& dir_text) {
+  const fs::path dir(dir_text);
+  if (!is_dir(dir)) return false;
+  if (is_dir(dir / "high_noise_model") || is_dir(dir / "low_noise_model") ||
+      is_dir(dir / "transformer_2"))
+    return true;
+  const fs::path models = is_dir(dir / "split_files") ? dir / "split_files" / "diffusion_models"
+                                                      : dir / "diffusion_models";
+  for (const auto& m : files_with_suffix(models, ".safetensors"))
+    if (contains_ci(m.filename().string(), "high_noise") ||
+        contains_ci(m.filename().string(), "low_noise"))
+      return true;
+  return false;
+}
+
+ModelFiles resolve_model_files(const std::string& model_dir, const ModelFiles& explicit_paths,
+                               bool require_all) {
   ModelFiles f;
   if (model_dir.empty()) {
     f.layout = "explicit";
@@ -124,7 +179,11 @@ ModelFiles resolve_model_files(const std::string& model_dir, const ModelFiles& e
     else
       f = resolve_official(dir);
   }
-  if (!explicit_paths.dit.empty()) f.dit = explicit_paths.dit;
+  if (!explicit_paths.dit.empty()) {
+    f.dit = explicit_paths.dit;
+    f.dit_low.clear();  // --dit alone is one model; --dit-low adds the low-noise expert
+  }
+  if (!explicit_paths.dit_low.empty()) f.dit_low = explicit_paths.dit_low;
   if (!explicit_paths.t5.empty()) f.t5 = explicit_paths.t5;
   if (!explicit_paths.vae.empty()) f.vae = explicit_paths.vae;
   if (!explicit_paths.tokenizer.empty()) f.tokenizer = explicit_paths.tokenizer;
@@ -135,6 +194,7 @@ ModelFiles resolve_model_files(const std::string& model_dir, const ModelFiles& e
   auto need = [&](const std::string& value, const char* flag, const char* what) {
     if (value.empty()) throw_input_error(where, ": no ", what, " found; pass ", flag, " FILE");
   };
+  if (!require_all) return f;
   need(f.dit, "--dit", "diffusion transformer");
   need(f.t5, "--t5", "umT5 text encoder");
   need(f.vae, "--vae", "VAE");

@@ -14,10 +14,21 @@ namespace vidax {
 struct ModelFiles {
   std::string dit, t5, vae, tokenizer;  // files or folders, each accepted by its loader
   std::string layout;                   // "official", "diffusers", "comfyui" or "explicit"
+  // Wan 2.2 A14B: the low-noise expert (`dit` is then the high-noise one); empty for one DiT.
+  // Official folders: high_noise_model/ and low_noise_model/; diffusers: transformer/ (high)
+  // and transformer_2/ (low); ComfyUI: the two diffusion models named *high_noise* and
+  // *low_noise*; explicitly --dit and --dit-low.
+  std::string dit_low;
+  double boundary_ratio = 0;  // from a diffusers model_index.json; 0: the family's default
 };
 
 // `model_dir` may be empty (then all four explicit paths are required). Throws InputError
 // naming the folder, what layout was recognised and which file is missing or ambiguous.
-ModelFiles resolve_model_files(const std::string& model_dir, const ModelFiles& explicit_paths);
+// With `require_all` false, components that are not found stay empty (for `inspect`).
+ModelFiles resolve_model_files(const std::string& model_dir, const ModelFiles& explicit_paths,
+                               bool require_all = true);
+
+// Whether `dir` is a model folder holding two DiT experts (Wan 2.2 A14B) in any layout.
+bool has_two_experts(const std::string& dir);
 
 }  // namespace vidax

@@ -124,6 +124,7 @@ void write_random_model(const std::string& dir_text, const std::string& layout,
   if (ec) throw_input_error(dir_text, ": cannot create folder: ", ec.message());
 
   const auto dit_w = wan::random_dit_weights(spec.dit, DType::kF32, spec.seed);
+  const auto dit_low_w = wan::random_dit_weights(spec.dit, DType::kF32, spec.seed + 3);
   const auto t5_w = wan::random_t5_weights(spec.t5, DType::kBF16, spec.seed + 1);
   const auto vae_w = wan::random_vae_weights(spec.vae, DType::kF32, spec.seed + 2);
   const auto dit_decls = wan::dit_tensor_decls(spec.dit);
@@ -132,10 +133,21 @@ void write_random_model(const std::string& dir_text, const std::string& layout,
   auto same = [](const std::string& n) { return n; };
 
   if (layout == "official") {
-    // Wan-AI/Wan2.1-T2V-*: DiT safetensors + config.json, T5 and VAE as torch .pth files.
-    write_safetensors((dir / "diffusion_pytorch_model.safetensors").string(),
-                      materialize(dit_decls, dit_w, same));
-    write_text(dir / "config.json", spec.dit.to_json());
+    // Wan-AI/Wan2.1-T2V-*: DiT safetensors + config.json, T5 and VAE as torch .pth files;
+    // Wan-AI/Wan2.2-T2V-A14B: the experts in high_noise_model/ and low_noise_model/.
+    if (spec.experts) {
+      for (const auto& [sub, w] :
+           {std::pair{"high_noise_model", &dit_w}, std::pair{"low_noise_model", &dit_low_w}}) {
+        fs::create_directories(dir / sub, ec);
+        write_safetensors((dir / sub / "diffusion_pytorch_model.safetensors").string(),
+                          materialize(dit_decls, *w, same));
+        write_text(dir / sub / "config.json", spec.dit.to_json());
+      }
+    } else {
+      write_safetensors((dir / "diffusion_pytorch_model.safetensors").string(),
+                        materialize(dit_decls, dit_w, same));
+      write_text(dir / "config.json", spec.dit.to_json());
+    }
     write_torch_checkpoint((dir / "models_t5_umt5-xxl-enc-bf16.pth").string(),
                            materialize(t5_decls, t5_w, same));
     write_torch_checkpoint((dir / "Wan2.1_VAE.pth").string(), materialize(vae_decls, vae_w, same));
@@ -146,6 +158,12 @@ void write_random_model(const std::string& dir_text, const std::string& layout,
     write_safetensors((dir / "transformer" / "diffusion_pytorch_model.safetensors").string(),
                       materialize(dit_decls, dit_w, wan::official_to_diffusers));
     write_text(dir / "transformer" / "config.json", diffusers_dit_config(spec.dit).dump(2));
+    if (spec.experts) {  // transformer/ is the high-noise expert, transformer_2/ the low
+      fs::create_directories(dir / "transformer_2", ec);
+      write_safetensors((dir / "transformer_2" / "diffusion_pytorch_model.safetensors").string(),
+                        materialize(dit_decls, dit_low_w, wan::official_to_diffusers));
+      write_text(dir / "transformer_2" / "config.json", diffusers_dit_config(spec.dit).dump(2));
+    }
     write_safetensors((dir / "text_encoder" / "model.safetensors").string(),
                       materialize(t5_decls, t5_w, wan::t5_official_to_transformers));
     write_text(dir / "text_encoder" / "config.json", transformers_t5_config(spec.t5).dump(2));
@@ -155,19 +173,29 @@ void write_random_model(const std::string& dir_text, const std::string& layout,
                       }));
     write_text(dir / "vae" / "config.json", diffusers_vae_config(spec.vae).dump(2));
     copy_tokenizer(spiece_model, dir / "tokenizer");
-    write_text(dir / "model_index.json",
-               json{{"_class_name", "WanPipeline"},
-                    {"transformer", {"diffusers", "WanTransformer3DModel"}}}
-                   .dump(2));
+    json index = {{"_class_name", "WanPipeline"},
+                  {"transformer", {"diffusers", "WanTransformer3DModel"}}};
+    if (spec.experts) {
+      index["transformer_2"] = {"diffusers", "WanTransformer3DModel"};
+      index["boundary_ratio"] = 0.875;
+    }
+    write_text(dir / "model_index.json", index.dump(2));
   } else {
     // ComfyUI split_files: prefixed bf16 DiT, fp16 text encoder (transformers names), VAE.
     for (const char* sub : {"diffusion_models", "text_encoders", "vae"})
       fs::create_directories(dir / sub, ec);
-    Named dit = materialize(dit_decls, dit_w,
-                            [](const std::string& n) { return "model.diffusion_model." + n; });
-    for (auto& [name, t] : dit) t = t.to(DType::kBF16);
-    write_safetensors((dir / "diffusion_models" / "wan2.1_t2v_tiny_bf16.safetensors").string(),
-                      dit);
+    auto comfy_dit = [&](const wan::WeightFn& w, const std::string& file) {
+      Named dit = materialize(dit_decls, w,
+                              [](const std::string& n) { return "model.diffusion_model." + n; });
+      for (auto& [name, t] : dit) t = t.to(DType::kBF16);
+      write_safetensors((dir / "diffusion_models" / file).string(), dit);
+    };
+    if (spec.experts) {
+      comfy_dit(dit_w, "wan2.2_t2v_high_noise_tiny_bf16.safetensors");
+      comfy_dit(dit_low_w, "wan2.2_t2v_low_noise_tiny_bf16.safetensors");
+    } else {
+      comfy_dit(dit_w, "wan2.1_t2v_tiny_bf16.safetensors");
+    }
     Named t5 = materialize(t5_decls, t5_w, wan::t5_official_to_transformers);
     for (auto& [name, t] : t5) t = t.to(DType::kF16);
     write_safetensors((dir / "text_encoders" / "umt5_tiny_fp16.safetensors").string(), t5);

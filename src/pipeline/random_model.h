@@ -20,6 +20,9 @@ struct RandomModelSpec {
   wan::T5Config t5;
   wan::VaeConfig vae;
   uint64_t seed = 0;
+  // Wan 2.2 A14B's form: two DiTs of the same config (a high-noise and a low-noise expert, with
+  // different weights) in the layout's two-expert places (model_files.h).
+  bool experts = false;
 };
 
 // A tiny Wan 2.1 T2V model (DiT dim 128, 2 layers; umT5 dim 64, 2 layers, vocab `vocab`; VAE

@@ -86,6 +86,16 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   const wan::DitConfig& dc = dit.config();
   const wan::T5Config& tc = t5.config();
   const wan::VaeConfig& vc = vae.config();
+  plan.two_experts = !o.files.dit_low.empty();
+  if (plan.two_experts) {  // the low-noise expert must be the same network as the high-noise one
+    const auto low = wan::DitCheckpoint::open(o.files.dit_low);
+    low.require_loadable();
+    if (low.config().to_json() != dc.to_json())
+      throw_input_error(o.files.dit_low, ": the low-noise expert's config ", low.config().to_json(),
+                        " does not match the high-noise expert's ", dc.to_json(), " (", o.files.dit,
+                        "): mismatched expert files");
+    plan.dit_low_layout = wan::layout_name(low.layout());
+  }
   if (dc.kind == wan::DitKind::kI2V)
     throw_input_error(o.files.dit, ": a '", dc.kind_name(),
                       "' model needs an input image; vidax generate runs text-to-video models");
@@ -100,11 +110,21 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   plan.prompt_tokens = std::min(tc.text_len, dc.text_len);
 
   // The official defaults of the model family, for whatever the user did not set.
-  const bool wan22 = vc.version == wan::VaeVersion::kWan22;
-  plan.video.width = o.width.value_or(wan22 ? 1280 : 832);
-  plan.video.height = o.height.value_or(wan22 ? 704 : 480);
-  plan.video.frames = o.frames.value_or(wan22 ? 121 : 81);
-  plan.fps = o.fps_override.value_or(wan22 ? 24.0 : 16.0);
+  plan.defaults = model_defaults(dc, vc, plan.two_experts);
+  const ModelDefaults& d = plan.defaults;
+  plan.video.width = o.width.value_or(d.width);
+  plan.video.height = o.height.value_or(d.height);
+  plan.video.frames = o.frames.value_or(d.frames);
+  plan.fps = o.fps_override.value_or(d.fps);
+  plan.denoise = o.denoise;
+  if (!o.denoise_given.steps) plan.denoise.steps = d.steps;
+  if (!o.denoise_given.shift) plan.denoise.shift = d.shift;
+  plan.denoise.guide_scale = o.denoise_given.guide_scale ? o.denoise.guide_scale : d.guide_high;
+  plan.guide_low = o.denoise_given.guide_scale ? o.denoise.guide_scale : d.guide_low;
+  if (plan.two_experts) {
+    const double ratio = o.files.boundary_ratio > 0 ? o.files.boundary_ratio : d.boundary_ratio;
+    plan.boundary = ratio * 1000.0;  // num_train_timesteps
+  }
 
   GeometryRules rules;
   rules.temporal_stride = vc.temporal_stride() * dc.patch[0];
@@ -178,6 +198,19 @@ json GenerationPlan::to_json() const {
         {"vae", files.vae},
         {"tokenizer", files.tokenizer}}},
       {"dit", {{"model", dit_model}, {"layout", dit_layout}, {"config", dit_config}}},
+      {"family", defaults.family},
+      {"denoise",
+       {{"sampler", denoise.sampler},
+        {"steps", denoise.steps},
+        {"shift", denoise.shift},
+        {"guide_scale", denoise.guide_scale}}},
+      {"experts", two_experts ? json{{"high_noise", files.dit},
+                                     {"low_noise", files.dit_low},
+                                     {"low_noise_layout", dit_low_layout},
+                                     {"boundary_timestep", boundary},
+                                     {"guide_scale_high", denoise.guide_scale},
+                                     {"guide_scale_low", guide_low}}
+                              : json()},
       {"t5", {{"layout", t5_layout}, {"config", t5_config}}},
       {"vae", {{"version", vae_version}, {"config", vae_config}}},
       {"video",
@@ -197,12 +230,19 @@ json GenerationPlan::to_json() const {
 std::string GenerationPlan::to_text() const {
   std::ostringstream s;
   s << "files (" << files.layout << " layout)\n"
-    << "  dit        " << files.dit << "  [" << dit_layout << ", " << dit_model << "]\n"
-    << "  t5         " << files.t5 << "  [" << t5_layout << "]\n"
+    << "  dit        " << files.dit << "  [" << dit_layout << ", " << dit_model
+    << (two_experts ? ", high-noise expert" : "") << "]\n";
+  if (two_experts)
+    s << "  dit (low)  " << files.dit_low << "  [" << dit_low_layout << ", low-noise expert]\n";
+  s << "  t5         " << files.t5 << "  [" << t5_layout << "]\n"
     << "  vae        " << files.vae << "  [Wan " << vae_version << " VAE]\n"
     << "  tokenizer  " << files.tokenizer << "\n"
     << "video   " << video.width << "x" << video.height << ", " << video.frames << " frames at "
     << fps << " fps\n"
+    << "denoise " << defaults.family << ": " << denoise.sampler << ", " << denoise.steps
+    << " steps, shift " << denoise.shift << ", guide " << denoise.guide_scale;
+  if (two_experts) s << " (high noise, t >= " << boundary << "), " << guide_low << " (low noise)";
+  s << "\n"
     << "latent  [" << latent.channels << ", " << latent.frames << ", " << latent.height << ", "
     << latent.width << "]  tokens " << latent.tokens << "  seq_len " << seq_len << "\n"
     << "memory (phases run one after another; each releases its model)\n";
@@ -296,31 +336,49 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
   Tensor latent;
   {
     const auto t0 = Clock::now();
-    if (progress.enabled()) progress.message("loading the diffusion transformer");
-    const auto ck =
-        std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(plan.files.dit));
-    wan::WeightResidency residency;
-    residency.budget_bytes = o.weights_budget;
-    // Streamed blocks are read again at every step: their loader keeps the checkpoint open.
-    wan::WanDit dit(ck->config(), o.weights_budget > 0 ? wan::shared_loader(ck) : ck->loader(),
-                    o.precision, o.ctx, residency);
-    ck->source().release_resident_pages();
-    dit.set_attention(attention->name() == "dense" ? nullptr : attention, o.attention_diagnostics);
-    dit.set_context(o.ctx);
+    // A DiT (or one expert), its weights resident or streamed under the budget (their loader
+    // then keeps the checkpoint open: the blocks are read again at every step).
+    auto make_dit = [&](const std::string& path) {
+      if (progress.enabled()) progress.message("loading the diffusion transformer " + path);
+      const auto ck = std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(path));
+      wan::WeightResidency residency;
+      residency.budget_bytes = o.weights_budget;
+      auto dit = std::make_unique<wan::WanDit>(
+          ck->config(), o.weights_budget > 0 ? wan::shared_loader(ck) : ck->loader(), o.precision,
+          o.ctx, residency);
+      ck->source().release_resident_pages();
+      dit->set_attention(attention->name() == "dense" ? nullptr : attention,
+                         o.attention_diagnostics);
+      return dit;
+    };
     const Tensor noise = torch_randn(o.seed, Shape{g.channels, g.frames, g.height, g.width});
-    progress.begin_phase("denoise", o.denoise.steps, "step");
     double step_seconds = 0;
-    latent = denoise(
-        dit, noise, context, context_null, plan.seq_len, o.denoise,
-        [&](const DenoiseStep& s) {
-          step_seconds += s.seconds;
-          progress.tick(s.index + 1, s.seconds);
-        },
-        o.ctx);
+    auto on_step = [&](const DenoiseStep& s) {
+      step_seconds += s.seconds;
+      progress.tick(s.index + 1, s.seconds);
+      if (plan.two_experts) ++r.expert_steps[static_cast<size_t>(s.expert)];
+    };
+    if (plan.two_experts) {
+      DitExperts experts;
+      experts.boundary = plan.boundary;
+      experts.guide_high = plan.denoise.guide_scale;
+      experts.guide_low = plan.guide_low;
+      // (the sidecar's weight_stream stays empty: each expert is gone when the loop ends)
+      experts.make_high = [&] { return make_dit(plan.files.dit); };
+      experts.make_low = [&] { return make_dit(plan.files.dit_low); };
+      progress.begin_phase("denoise", plan.denoise.steps, "step");
+      latent = denoise_experts(experts, noise, context, context_null, plan.seq_len, plan.denoise,
+                               on_step, o.ctx);
+    } else {
+      std::unique_ptr<wan::WanDit> dit = make_dit(plan.files.dit);
+      progress.begin_phase("denoise", plan.denoise.steps, "step");
+      latent =
+          denoise(*dit, noise, context, context_null, plan.seq_len, plan.denoise, on_step, o.ctx);
+      r.weight_stream = dit->weight_stream_stats();
+    }
     progress.end_phase();
     r.denoise_seconds = seconds_since(t0);
-    r.seconds_per_step = step_seconds / o.denoise.steps;
-    r.weight_stream = dit.weight_stream_stats();
+    r.seconds_per_step = step_seconds / plan.denoise.steps;
   }
   release_thread_scratch();  // e.g. the widened GEMMs' f32 weight copies, before the VAE
 
@@ -365,52 +423,61 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
   if (o.hash_models) {
     if (progress.enabled())
       progress.message("hashing model files for the sidecar (cached after the first run)");
+    if (plan.two_experts) hashes["dit_low"] = model_file_hashes(plan.files.dit_low);
     for (const auto& [key, path] : {std::pair<std::string, std::string>{"dit", plan.files.dit},
                                     {"t5", plan.files.t5},
                                     {"vae", plan.files.vae},
                                     {"tokenizer", plan.files.tokenizer}})
       hashes[key] = model_file_hashes(path);
   }
-  json sidecar = {{"generator", "vidax 0.1.0"},
-                  {"task", "t2v"},
-                  {"prompt", o.prompt},
-                  {"negative_prompt", negative},
-                  {"seed", o.seed},
-                  {"noise", "torch.randn on the CPU generator (torch.manual_seed(seed))"},
-                  {"size", {out_w, out_h}},
-                  {"frames", r.frames},
-                  {"fps", plan.fps},
-                  {"crf", spec.crf},
-                  {"steps", o.denoise.steps},
-                  {"sampler", o.denoise.sampler},
-                  {"shift", o.denoise.shift},
-                  {"guide_scale", o.denoise.guide_scale},
-                  {"attention", o.attention},
-                  {"precision", precision_name(o.precision)},
-                  {"vae_precision", precision_name(o.vae_precision)},
-                  {"vae_tile", o.vae_tile},
-                  {"attention_canonical", attention->name()},
-                  {"threads", omp_get_max_threads()},
-                  {"mesh", mesh != nullptr ? mesh->spec().str() : dist::MeshSpec{}.str()},
-                  {"processes", mesh != nullptr ? mesh->world().size() : 1},
-                  {"weights_budget_bytes", o.weights_budget},
-                  {"weight_stream",
-                   {{"pinned_blocks", r.weight_stream.pinned_blocks},
-                    {"streamed_blocks", r.weight_stream.streamed_blocks},
-                    {"window", r.weight_stream.window},
-                    {"loads", r.weight_stream.loads},
-                    {"load_seconds", r.weight_stream.load_seconds},
-                    {"wait_seconds", r.weight_stream.wait_seconds}}},
-                  {"plan", plan.to_json()},
-                  {"model_sha256", hashes},
-                  {"timings",
-                   {{"encode_text_seconds", r.encode_seconds},
-                    {"denoise_seconds", r.denoise_seconds},
-                    {"seconds_per_step", r.seconds_per_step},
-                    {"decode_seconds", r.decode_seconds},
-                    {"total_seconds", r.total_seconds}}},
-                  {"peak_rss_bytes", peak_rss_bytes()},
-                  {"command", o.command_line}};
+  json sidecar = {
+      {"generator", "vidax 0.1.0"},
+      {"task", "t2v"},
+      {"prompt", o.prompt},
+      {"negative_prompt", negative},
+      {"seed", o.seed},
+      {"noise", "torch.randn on the CPU generator (torch.manual_seed(seed))"},
+      {"size", {out_w, out_h}},
+      {"frames", r.frames},
+      {"fps", plan.fps},
+      {"crf", spec.crf},
+      {"steps", plan.denoise.steps},
+      {"sampler", plan.denoise.sampler},
+      {"shift", plan.denoise.shift},
+      {"guide_scale", plan.denoise.guide_scale},
+      {"model_family", plan.defaults.family},
+      {"experts", plan.two_experts ? json{{"boundary_timestep", plan.boundary},
+                                          {"guide_scale_high", plan.denoise.guide_scale},
+                                          {"guide_scale_low", plan.guide_low},
+                                          {"high_noise_steps", r.expert_steps[0]},
+                                          {"low_noise_steps", r.expert_steps[1]}}
+                                   : json()},
+      {"attention", o.attention},
+      {"precision", precision_name(o.precision)},
+      {"vae_precision", precision_name(o.vae_precision)},
+      {"vae_tile", o.vae_tile},
+      {"attention_canonical", attention->name()},
+      {"threads", omp_get_max_threads()},
+      {"mesh", mesh != nullptr ? mesh->spec().str() : dist::MeshSpec{}.str()},
+      {"processes", mesh != nullptr ? mesh->world().size() : 1},
+      {"weights_budget_bytes", o.weights_budget},
+      {"weight_stream",
+       {{"pinned_blocks", r.weight_stream.pinned_blocks},
+        {"streamed_blocks", r.weight_stream.streamed_blocks},
+        {"window", r.weight_stream.window},
+        {"loads", r.weight_stream.loads},
+        {"load_seconds", r.weight_stream.load_seconds},
+        {"wait_seconds", r.weight_stream.wait_seconds}}},
+      {"plan", plan.to_json()},
+      {"model_sha256", hashes},
+      {"timings",
+       {{"encode_text_seconds", r.encode_seconds},
+        {"denoise_seconds", r.denoise_seconds},
+        {"seconds_per_step", r.seconds_per_step},
+        {"decode_seconds", r.decode_seconds},
+        {"total_seconds", r.total_seconds}}},
+      {"peak_rss_bytes", peak_rss_bytes()},
+      {"command", o.command_line}};
   const std::string sidecar_tmp = temp_path_for(r.sidecar);
   {
     TempPathGuard guard = TempPathGuard::file(sidecar_tmp);

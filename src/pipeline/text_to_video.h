@@ -7,6 +7,7 @@
 // Not thread-safe (drives the models on the calling thread; kernels use OpenMP).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "core/exec_context.h"
 #include "models/wan/dit.h"
 #include "pipeline/denoise.h"
+#include "pipeline/model_defaults.h"
 #include "pipeline/model_files.h"
 #include "pipeline/progress.h"
 #include "pipeline/video_request.h"
@@ -38,6 +40,12 @@ struct GenerateOptions {
   std::optional<int64_t> width, height, frames;
   std::optional<double> fps_override;
   DenoiseOptions denoise;  // sampler, steps, shift, guide_scale
+  // Which of denoise's steps, shift and guide_scale the caller chose; the others take the
+  // model family's official defaults (pipeline/model_defaults.h). A guide scale that is set
+  // applies to both experts of a two-expert model.
+  struct {
+    bool steps = true, shift = true, guide_scale = true;
+  } denoise_given;
   uint64_t seed = 0;
   wan::Precision precision = wan::Precision::kBF16;      // DiT and T5 GEMMs
   wan::Precision vae_precision = wan::Precision::kBF16;  // VAE convolutions
@@ -71,8 +79,15 @@ struct GenerationPlan {
   ModelFiles files;
   std::string dit_model, dit_layout, t5_layout, vae_version;
   nlohmann::json dit_config, t5_config, vae_config;
-  VideoRequest video;  // resolved size and frame count
-  double fps = 16;     // resolved
+  VideoRequest video;      // resolved size and frame count
+  double fps = 16;         // resolved
+  ModelDefaults defaults;  // the model family and its official defaults
+  DenoiseOptions denoise;  // resolved (guide_scale: the high-noise expert's with two experts)
+  // Two experts (files.dit_low set): the timestep boundary (ratio x 1000) and the low-noise
+  // expert's guide scale.
+  bool two_experts = false;
+  double boundary = 0, guide_low = 0;
+  std::string dit_low_layout;
   LatentGeometry latent;
   int64_t seq_len = 0;
   // Prompt tokens kept (incl. </s>): the T5's text_len, or the DiT's where that is shorter (a
@@ -95,6 +110,7 @@ struct GenerationResult {
   int64_t frames = 0;
   // With a weights budget: the DiT's streamed blocks (models/wan/dit.h).
   wan::WeightStreamStats weight_stream;
+  std::array<int, 2> expert_steps{};  // two experts: steps run by the high / low-noise one
 };
 
 // Runs the plan. The video and its sidecar (`<output>.json`) appear only when complete; on any

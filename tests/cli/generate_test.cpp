@@ -189,6 +189,101 @@ TEST(GenerateEndToEnd, AWeightsBudgetGivesTheSameFrames) {
   }
 }
 
+// A two-expert folder (Wan 2.2 A14B form: high and low-noise DiTs of one config, different
+// weights) in each layout, written once per test process.
+std::string experts_dir(const std::string& layout) {
+  static TempDir root;
+  const std::string dir = root.file(layout);
+  if (!fs::exists(dir)) {
+    const Result r = vidax("random-model " + dir + " --experts --layout " + layout +
+                           " --tokenizer " + tokenizer() + " --seed 3");
+    EXPECT_EQ(r.code, 0) << r.out;
+  }
+  return dir;
+}
+
+// The plan takes the Wan 2.2 T2V A14B defaults (40 steps, shift 12, guide 4 high / 3 low,
+// boundary 875, 1280x720, 81 frames at 16 fps); 6 steps at shift 12 have timesteps 999, 983, 959,
+// 922 (high-noise expert) and 856, 705 (low-noise); the official and diffusers layouts give the
+// same frames; the sidecar says which expert ran how many steps.
+TEST(GenerateEndToEnd, TwoExpertFoldersInEveryLayout) {
+  const Result plan = vidax("generate --model " + experts_dir("official") +
+                            " --prompt 'a red square' --dry-run --json");
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  const json p = json::parse(plan.out.substr(plan.out.find('{')));
+  EXPECT_EQ(p["family"], "Wan 2.2 T2V A14B") << plan.out;
+  EXPECT_EQ(p["denoise"]["steps"], 40);
+  EXPECT_EQ(p["denoise"]["shift"], 12.0);
+  EXPECT_EQ(p["experts"]["guide_scale_high"], 4.0);
+  EXPECT_EQ(p["experts"]["guide_scale_low"], 3.0);
+  EXPECT_EQ(p["experts"]["boundary_timestep"], 875.0);
+  EXPECT_EQ(p["video"]["width"], 1280);
+  EXPECT_EQ(p["video"]["height"], 720);
+  EXPECT_EQ(p["video"]["frames"], 81);
+
+  TempDir out;
+  const std::string request =
+      " --prompt 'a blue circle grows' --size 64x64 --frames 5 --steps 6 --seed 11 --no-hash -o ";
+  for (const std::string layout : {"official", "diffusers", "comfyui"}) {
+    std::string args = "generate --model " + experts_dir(layout);
+    if (layout == "comfyui") args += " --tokenizer " + tokenizer();
+    const Result r = vidax(args + request + out.file(layout + "/"));
+    ASSERT_EQ(r.code, 0) << layout << "\n" << r.out;
+    const json side = json::parse(read_file(out.file(layout + ".json")));
+    EXPECT_EQ(side["experts"]["high_noise_steps"], 4) << layout << side.dump();
+    EXPECT_EQ(side["experts"]["low_noise_steps"], 2) << layout << side.dump();
+    EXPECT_EQ(side["model_family"], "Wan 2.2 T2V A14B");
+  }
+  for (int i = 0; i < 5; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "frame_%05d.png", i);
+    const std::string a = read_file(out.file(std::string("official/") + name));
+    ASSERT_FALSE(a.empty()) << name;
+    EXPECT_EQ(a, read_file(out.file(std::string("diffusers/") + name))) << name;
+  }
+  // The experts are different networks: the frames differ from a run with the high-noise
+  // expert alone (--dit names it, without --dit-low).
+  const Result one =
+      vidax("generate --model " + experts_dir("official") + " --dit " + experts_dir("official") +
+            "/high_noise_model" + request + out.file("high_only/"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  EXPECT_NE(read_file(out.file("official/frame_00004.png")),
+            read_file(out.file("high_only/frame_00004.png")));
+  // inspect describes the folder.
+  const Result ins = vidax("inspect " + experts_dir("diffusers"));
+  ASSERT_EQ(ins.code, 0) << ins.out;
+  for (const char* needle : {"two DiT experts", "boundary:     0.875 (model_index.json)",
+                             "transformer_2", "problems:     high noise 0, low noise 0"})
+    EXPECT_NE(ins.out.find(needle), std::string::npos) << needle << "\n" << ins.out;
+}
+
+TEST(GenerateEndToEnd, MismatchedExpertsAreRefused) {
+  TempDir dir;
+  const std::string model = dir.file("model"), other = dir.file("other");
+  ASSERT_EQ(vidax("random-model " + model + " --experts --tokenizer " + tokenizer()).code, 0);
+  ASSERT_EQ(vidax("random-model " + other + " --heads 2 --tokenizer " + tokenizer()).code, 0);
+  fs::copy_file(other + "/diffusion_pytorch_model.safetensors",
+                model + "/low_noise_model/diffusion_pytorch_model.safetensors",
+                fs::copy_options::overwrite_existing);
+  fs::copy_file(other + "/config.json", model + "/low_noise_model/config.json",
+                fs::copy_options::overwrite_existing);
+  const std::string out = dir.file("out.mp4");
+  const Result r =
+      vidax("generate --model " + model + " --prompt x --size 64x64 --frames 5 -o " + out);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("mismatched expert files"), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_FALSE(fs::exists(out));
+  fs::remove_all(model + "/low_noise_model");
+  const Result half = vidax("generate --model " + model + " --prompt x -o " + out);
+  EXPECT_NE(half.out.find("low_noise_model/ is missing"), std::string::npos) << half.out;
+  const Result low_only =
+      vidax("generate --dit-low " + other + " --prompt x --model " + other + " -o " + out);
+  EXPECT_NE(low_only.out.find("--dit-low: the low-noise expert needs --dit"), std::string::npos)
+      << low_only.out;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(GenerateEndToEnd, DryRunPrintsThePlanAndWritesNothing) {
   TempDir out;
   const Result r =

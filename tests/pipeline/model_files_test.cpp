@@ -11,9 +11,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void touch(const std::string& path) {
+void touch(const std::string& path, const std::string& text = "x") {
   fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path) << "x";
+  std::ofstream(path) << text;
 }
 
 std::string error_of(const std::string& dir, const ModelFiles& flags = {}) {
@@ -46,7 +46,7 @@ TEST(ModelFiles, OfficialRepository) {
 
 TEST(ModelFiles, DiffusersRepository) {
   testing::TempDir d;
-  touch(d.file("model_index.json"));
+  touch(d.file("model_index.json"), "{\"_class_name\": \"WanPipeline\"}");
   for (const char* sub : {"transformer/config.json", "text_encoder/config.json", "vae/config.json",
                           "tokenizer/spiece.model"})
     touch(d.file(sub));
@@ -56,6 +56,50 @@ TEST(ModelFiles, DiffusersRepository) {
   EXPECT_EQ(f.t5, d.file("text_encoder"));
   EXPECT_EQ(f.vae, d.file("vae"));
   EXPECT_EQ(f.tokenizer, d.file("tokenizer"));
+  EXPECT_TRUE(f.dit_low.empty());
+  EXPECT_FALSE(has_two_experts(d.path()));
+  // Wan 2.2 A14B: transformer_2/ is the low-noise expert, the boundary from model_index.json.
+  touch(d.file("transformer_2/config.json"));
+  touch(d.file("model_index.json"), "{\"boundary_ratio\": 0.9}");
+  const ModelFiles e = resolve_model_files(d.path(), {});
+  EXPECT_EQ(e.dit, d.file("transformer"));
+  EXPECT_EQ(e.dit_low, d.file("transformer_2"));
+  EXPECT_DOUBLE_EQ(e.boundary_ratio, 0.9);
+  EXPECT_TRUE(has_two_experts(d.path()));
+  for (const char* bad : {"{\"boundary_ratio\": 1.5}", "{\"boundary_ratio\": \"x\"}", "nope"}) {
+    touch(d.file("model_index.json"), bad);
+    EXPECT_NE(error_of(d.path()).find("model_index.json"), std::string::npos) << bad;
+  }
+}
+
+TEST(ModelFiles, TwoExpertOfficialAndComfyUiFolders) {
+  testing::TempDir off;
+  for (const char* f :
+       {"high_noise_model/config.json", "low_noise_model/config.json",
+        "models_t5_umt5-xxl-enc-bf16.pth", "Wan2.1_VAE.pth", "google/umt5-xxl/spiece.model"})
+    touch(off.file(f));
+  const ModelFiles o = resolve_model_files(off.path(), {});
+  EXPECT_EQ(o.dit, off.file("high_noise_model"));
+  EXPECT_EQ(o.dit_low, off.file("low_noise_model"));
+  // --dit alone overrides both (one model); --dit-low names the low-noise expert.
+  ModelFiles one;
+  one.dit = "/x.safetensors";
+  EXPECT_TRUE(resolve_model_files(off.path(), one).dit_low.empty());
+  fs::remove_all(off.file("low_noise_model"));
+  EXPECT_NE(error_of(off.path()).find("low_noise_model/ is missing"), std::string::npos);
+
+  testing::TempDir comfy;
+  touch(comfy.file("diffusion_models/wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors"));
+  touch(comfy.file("diffusion_models/wan2.2_t2v_low_noise_14B_fp8_scaled.safetensors"));
+  touch(comfy.file("text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors"));
+  touch(comfy.file("vae/wan_2.1_vae.safetensors"));
+  ModelFiles tok;
+  tok.tokenizer = "/some/spiece.model";
+  const ModelFiles c = resolve_model_files(comfy.path(), tok);
+  EXPECT_EQ(c.dit, comfy.file("diffusion_models/wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors"));
+  EXPECT_EQ(c.dit_low,
+            comfy.file("diffusion_models/wan2.2_t2v_low_noise_14B_fp8_scaled.safetensors"));
+  EXPECT_TRUE(has_two_experts(comfy.path()));
 }
 
 TEST(ModelFiles, ComfyUiFolderNeedsTokenizerFlag) {
@@ -83,7 +127,7 @@ TEST(ModelFiles, ComfyUiFolderNeedsTokenizerFlag) {
 }
 
 TEST(ModelFiles, ExplicitFilesAndErrors) {
-  ModelFiles flags{"a.safetensors", "t5.pth", "vae.pth", "spiece.model", ""};
+  ModelFiles flags{"a.safetensors", "t5.pth", "vae.pth", "spiece.model", "", "", 0};
   EXPECT_EQ(resolve_model_files("", flags).layout, "explicit");
   flags.vae.clear();
   EXPECT_NE(error_of("", flags).find("--vae"), std::string::npos);

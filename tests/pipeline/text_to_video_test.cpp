@@ -38,8 +38,13 @@ GenerateOptions wan22_files(const testing::TempDir& dir, int64_t dit_text_len = 
   GenerateOptions o;
   const std::string tokenizer =
       std::string(VIDAX_SOURCE_DIR) + "/tests/data/tokenizer/spiece.model";
-  o.files = {dir.file("dit.safetensors"), dir.file("t5.safetensors"), dir.file("vae.safetensors"),
-             tokenizer, "explicit"};
+  o.files = {dir.file("dit.safetensors"),
+             dir.file("t5.safetensors"),
+             dir.file("vae.safetensors"),
+             tokenizer,
+             "explicit",
+             "",
+             0};
   o.prompt = "x";
   return o;
 }

@@ -20,11 +20,12 @@ namespace vidax::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, dit, t5, vae, tokenizer;
+  std::string model, dit, dit_low, t5, vae, tokenizer;
   std::string prompt, negative_prompt, size = "832x480", sampler = "unipc", precision = "bf16",
                                        vae_precision;
   std::string output = "out.mp4", attention = "dense", weights_budget;
   bool negative_given = false, size_given = false, frames_given = false, fps_given = false;
+  bool steps_given = false, shift_given = false, guide_given = false;
   int64_t frames = 81, steps = 50, seed = -1, vae_tile = 0, crf = -1;
   double shift = 5.0, guide_scale = 5.0, fps = 16;
   bool dry_run = false, progress = false, no_hash = false, json = false;
@@ -37,7 +38,11 @@ std::vector<std::string> command_line_of(int argc, char** argv) {
 
 GenerateOptions to_options(const GenerateArgs& a) {
   GenerateOptions o;
-  o.files = resolve_model_files(a.model, ModelFiles{a.dit, a.t5, a.vae, a.tokenizer, ""});
+  ModelFiles given{a.dit, a.t5, a.vae, a.tokenizer, "", "", 0};
+  given.dit_low = a.dit_low;
+  if (!a.dit_low.empty() && a.dit.empty())
+    throw_input_error("--dit-low: the low-noise expert needs --dit (the high-noise expert)");
+  o.files = resolve_model_files(a.model, given);
   if (a.prompt.empty()) throw_input_error("--prompt: the prompt is empty");
   o.prompt = a.prompt;
   if (a.negative_given) o.negative_prompt = a.negative_prompt;
@@ -60,6 +65,9 @@ GenerateOptions to_options(const GenerateArgs& a) {
   o.denoise.steps = static_cast<int>(a.steps);
   o.denoise.shift = a.shift;
   o.denoise.guide_scale = a.guide_scale;
+  o.denoise_given.steps = a.steps_given;
+  o.denoise_given.shift = a.shift_given;
+  o.denoise_given.guide_scale = a.guide_given;
   // As the reference: a negative seed draws a random one (recorded in the sidecar).
   o.seed = a.seed >= 0
                ? static_cast<uint64_t>(a.seed)
@@ -86,6 +94,8 @@ void register_generate(CLI::App& app, int argc, char** argv) {
   cmd->add_option("--model", a->model,
                   "model folder: official Wan repo, diffusers repo or ComfyUI models folder");
   cmd->add_option("--dit", a->dit, "diffusion transformer file/folder (overrides --model)");
+  cmd->add_option("--dit-low", a->dit_low,
+                  "Wan 2.2 A14B: the low-noise expert (with --dit as the high-noise one)");
   cmd->add_option("--t5", a->t5, "umT5 text encoder file/folder (overrides --model)");
   cmd->add_option("--vae", a->vae, "VAE file/folder (overrides --model)");
   cmd->add_option("--tokenizer", a->tokenizer, "spiece.model or the folder holding it");
@@ -96,17 +106,23 @@ void register_generate(CLI::App& app, int argc, char** argv) {
       "--size", a->size, "WIDTHxHEIGHT, multiples of 16 (default: Wan 2.1 832x480, 2.2 1280x704)");
   auto* frames =
       cmd->add_option("--frames", a->frames, "frame count, 4k+1 (default: Wan 2.1 81, 2.2 121)");
-  cmd->add_option("--steps", a->steps, "denoising steps (default 50)");
+  auto* steps = cmd->add_option("--steps", a->steps,
+                                "denoising steps (default: the model's, 50; Wan 2.2 A14B 40)");
   cmd->add_option("--sampler", a->sampler, "unipc | dpm++ | euler (default unipc)");
-  cmd->add_option("--shift", a->shift, "flow-matching sigma shift (default 5.0)");
-  cmd->add_option("--guide-scale", a->guide_scale, "classifier-free guidance scale (default 5.0)");
+  auto* shift = cmd->add_option("--shift", a->shift,
+                                "flow-matching sigma shift (default: the model's, 5.0; Wan 2.2 "
+                                "T2V A14B 12.0)");
+  auto* guide = cmd->add_option("--guide-scale", a->guide_scale,
+                                "classifier-free guidance scale, for both experts of a two-expert "
+                                "model (default: the model's, 5.0; Wan 2.2 T2V A14B 4.0 high "
+                                "noise / 3.0 low noise)");
   cmd->add_option("--seed", a->seed, "noise seed (default: random, recorded in the sidecar)");
   cmd->add_option("--precision", a->precision, "bf16 | fp32 for the DiT (default bf16)");
+  cmd->add_option("--vae-precision", a->vae_precision,
+                  "bf16 | fp32 for the VAE convolutions (default: as --precision; the official "
+                  "VAE runs in fp32, bf16 is ~5x faster and within 5e-2 of it)");
   auto* fps =
-      cmd->add_option("--vae-precision", a->vae_precision,
-                      "bf16 | fp32 for the VAE convolutions (default: as --precision; the official "
-                      "VAE runs in fp32, bf16 is ~5x faster and within 5e-2 of it)");
-  cmd->add_option("--fps", a->fps, "frames per second (default: Wan 2.1 16, Wan 2.2 24)");
+      cmd->add_option("--fps", a->fps, "frames per second (default: Wan 2.1 16, Wan 2.2 24)");
   cmd->add_option("--crf", a->crf,
                   "encoder quality, lower is better (default: MP4 crf 10 as the official "
                   "imageio quality=8, WebM the VP9 default)");
@@ -126,7 +142,10 @@ void register_generate(CLI::App& app, int argc, char** argv) {
   cmd->add_flag("--json", a->json, "print the plan (dry run) or the result as JSON on stdout");
   add_mesh_args(cmd, a->mesh);
   const std::vector<std::string> command_line = command_line_of(argc, argv);
-  cmd->callback([a, command_line, negative, size, frames, fps] {
+  cmd->callback([a, command_line, negative, size, frames, fps, steps, shift, guide] {
+    a->steps_given = steps->count() > 0;
+    a->shift_given = shift->count() > 0;
+    a->guide_given = guide->count() > 0;
     a->negative_given = negative->count() > 0;
     a->size_given = size->count() > 0;
     a->frames_given = frames->count() > 0;

@@ -12,6 +12,7 @@
 #include "models/wan/dit_tensors.h"
 #include "models/wan/t5_checkpoint.h"
 #include "models/wan/vae_checkpoint.h"
+#include "pipeline/model_files.h"
 
 namespace vidax::cli {
 namespace {
@@ -110,7 +111,49 @@ bool inspect_t5_or_vae(const std::string& path) {
   return false;
 }
 
+std::string dit_summary(const wan::DitCheckpoint& ck) {
+  const auto& c = ck.config();
+  return str_cat("Wan DiT ", c.kind_name(), ", ", c.num_layers, " layers, dim ", c.dim, ", ",
+                 c.num_heads, " heads [", wan::layout_name(ck.layout()), " layout]");
+}
+
+// A model folder with two DiT experts (Wan 2.2 A14B): the experts, whether they match, the
+// switch, and the other components.
+void inspect_expert_folder(const std::string& path) {
+  const ModelFiles f = resolve_model_files(path, {}, /*require_all=*/false);
+  const auto high = wan::DitCheckpoint::open(f.dit);
+  const auto low = wan::DitCheckpoint::open(f.dit_low);
+  std::printf("model folder: %s (%s layout)\n", path.c_str(), f.layout.c_str());
+  std::printf("model:        two DiT experts (Wan 2.2 A14B form)\n");
+  std::printf("high noise:   %s  %s\n", f.dit.c_str(), dit_summary(high).c_str());
+  std::printf("low noise:    %s  %s\n", f.dit_low.c_str(), dit_summary(low).c_str());
+  if (high.config().to_json() != low.config().to_json())
+    std::printf("MISMATCH:     the experts' configs differ: %s vs %s\n",
+                high.config().to_json().c_str(), low.config().to_json().c_str());
+  const bool i2v = high.config().in_dim > high.config().out_dim;
+  if (f.boundary_ratio > 0) {
+    std::printf("boundary:     %.3f (model_index.json): the high-noise expert runs t >= %.0f\n",
+                f.boundary_ratio, f.boundary_ratio * 1000);
+  } else {
+    std::printf("boundary:     %.3f (official %s default): the high-noise expert runs t >= %.0f\n",
+                i2v ? 0.9 : 0.875, i2v ? "I2V" : "T2V", (i2v ? 0.9 : 0.875) * 1000);
+  }
+  std::printf("text encoder: %s\n", f.t5.empty() ? "(not found)" : f.t5.c_str());
+  std::printf("vae:          %s\n", f.vae.empty() ? "(not found)" : f.vae.c_str());
+  std::printf("tokenizer:    %s\n", f.tokenizer.empty() ? "(not found)" : f.tokenizer.c_str());
+  const auto problems = [](const wan::DitCheckpoint& ck) {
+    return ck.missing().size() + ck.unexpected().size() + ck.shape_mismatches().size() +
+           ck.unsupported_dtype().size();
+  };
+  std::printf("problems:     high noise %zu, low noise %zu (vidax inspect EXPERT lists them)\n",
+              problems(high), problems(low));
+}
+
 void inspect(const std::string& path) {
+  if (has_two_experts(path)) {
+    inspect_expert_folder(path);
+    return;
+  }
   {
     const TensorSource src = TensorSource::open(path);
     if (!looks_like_dit(src)) {

@@ -12,6 +12,7 @@ void register_random_model(CLI::App& app) {
     std::string dir, layout = "official", tokenizer;
     uint64_t seed = 0;
     int64_t heads = 1;
+    bool experts = false;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -22,6 +23,8 @@ void register_random_model(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "weight seed (default 0)");
   cmd->add_option("--heads", a->heads,
                   "DiT attention heads: 1, 2 or 4 (default 1; more heads allow --mesh ulysses)");
+  cmd->add_flag("--experts", a->experts,
+                "two DiT experts (high and low noise) in the layout's Wan 2.2 A14B places");
   cmd->callback([a] {
     // The T5 vocabulary must cover every id the tokenizer can produce.
     const auto tokenizer = wan::Tokenizer::open(a->tokenizer);
@@ -33,8 +36,10 @@ void register_random_model(CLI::App& app) {
           "width that RoPE's three axes split), got ",
           a->heads);
     spec.dit.num_heads = a->heads;
+    spec.experts = a->experts;
     write_random_model(a->dir, a->layout, spec, tokenizer.path());
-    std::printf("wrote a tiny random Wan 2.1 T2V model (%s layout) to %s\n", a->layout.c_str(),
+    std::printf("wrote a tiny random %s model (%s layout) to %s\n",
+                a->experts ? "two-expert Wan 2.2 T2V A14B-form" : "Wan 2.1 T2V", a->layout.c_str(),
                 a->dir.c_str());
   });
 }
