@@ -29,7 +29,16 @@ Tensor read_scaled_weight(const TensorSource& source, const std::string& file_na
   Tensor t = source.tensor(file_name);
   if (t.dtype() != DType::kF8E4M3 && t.dtype() != DType::kF8E5M2) return t;
   const auto scale_name = scale_weight_name(file_name);
-  if (!scale_name || !source.contains(*scale_name)) return t;
+  if (!scale_name || !source.contains(*scale_name)) {
+    // An unscaled fp8 file (values as stored) is fine; a scaled one missing a scale is not:
+    // its values would be off by the missing factor.
+    if (scale_name)
+      for (const std::string& n : source.names())
+        if (n == "scaled_fp8" || ends_with(n, ".scaled_fp8"))
+          throw_input_error(path, ": '", file_name, "' is fp8 in a scaled-fp8 file (it has '", n,
+                            "') but its scale '", *scale_name, "' is missing");
+    return t;
+  }
   const Tensor scale_tensor = source.tensor(*scale_name);
   if (!is_float(scale_tensor.dtype()))
     throw_input_error(path, ": '", *scale_name, "' has dtype ",

@@ -204,4 +204,52 @@ void write_random_model(const std::string& dir_text, const std::string& layout,
   }
 }
 
+void write_full_size_random_model(const std::string& dir_text, const std::string& preset,
+                                  const std::string& spiece_model, bool experts, uint64_t seed) {
+  const std::optional<wan::DitConfig> dit = wan::dit_preset(preset);
+  if (!dit) {
+    std::string names;
+    for (const auto& n : wan::dit_preset_names()) names += (names.empty() ? "" : ", ") + n;
+    throw_input_error("--preset: unknown model '", preset, "' (expected one of ", names, ")");
+  }
+  if (dit->kind != wan::DitKind::kT2V)
+    throw_input_error("--preset ", preset, ": only text-to-video presets are written");
+  const wan::T5Config t5 = *wan::t5_preset("umt5-xxl");
+  const wan::VaeConfig vae = *wan::vae_preset("wan2.1-vae");
+  const fs::path dir(dir_text);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw_input_error(dir_text, ": cannot create folder: ", ec.message());
+  auto lazy = [](const std::vector<TensorDecl>& decls, const wan::WeightFn& w, DType dtype) {
+    std::vector<LazyTensor> out;
+    for (const TensorDecl& d : decls)
+      out.push_back({d.name, d.shape, dtype, [w, name = d.name, dtype] {
+                       const Tensor t = w(name);
+                       return t.dtype() == dtype ? t : t.to(dtype);
+                     }});
+    return out;
+  };
+  auto write_dit = [&](const fs::path& sub, uint64_t dit_seed) {
+    fs::create_directories(sub, ec);
+    write_safetensors_lazy(
+        (sub / "diffusion_pytorch_model.safetensors").string(),
+        lazy(wan::dit_tensor_decls(*dit), wan::random_dit_weights(*dit, DType::kBF16, dit_seed),
+             DType::kBF16));
+    write_text(sub / "config.json", dit->to_json());
+  };
+  if (experts) {
+    write_dit(dir / "high_noise_model", seed);
+    write_dit(dir / "low_noise_model", seed + 3);
+  } else {
+    write_dit(dir, seed);
+  }
+  write_safetensors_lazy((dir / "models_t5_umt5-xxl-enc-bf16.safetensors").string(),
+                         lazy(wan::t5_tensor_decls(t5),
+                              wan::random_t5_weights(t5, DType::kBF16, seed + 1), DType::kBF16));
+  write_safetensors_lazy((dir / "Wan2.1_VAE.safetensors").string(),
+                         lazy(wan::vae_tensor_decls(vae),
+                              wan::random_vae_weights(vae, DType::kF32, seed + 2), DType::kF32));
+  copy_tokenizer(spiece_model, dir / "google" / "umt5-xxl");
+}
+
 }  // namespace vidax

@@ -35,4 +35,12 @@ RandomModelSpec tiny_random_model_spec(int64_t vocab);
 void write_random_model(const std::string& dir, const std::string& layout,
                         const RandomModelSpec& spec, const std::string& spiece_model);
 
+// The same with real-size random weights for a DiT preset (wan/dit_config.h
+// dit_preset_names(), e.g. wan2.1-t2v-14b), the real umT5-XXL and the real Wan 2.1 VAE, in the
+// official layout with safetensors files (bf16 DiT and umT5, f32 VAE), written one tensor at a
+// time (a 14B folder is 40 GB; memory stays at one tensor). For trying a large model's pipeline
+// (`generate --weights-budget`) without a download. InputError on an unknown preset.
+void write_full_size_random_model(const std::string& dir, const std::string& preset,
+                                  const std::string& spiece_model, bool experts, uint64_t seed);
+
 }  // namespace vidax

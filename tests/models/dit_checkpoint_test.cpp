@@ -187,6 +187,22 @@ TEST_F(DitCheckpointTest, ScaledFp8WeightsAreDequantized) {
   // Dequantized value = code * scale, within e4m3 resolution of the original.
   EXPECT_TRUE(all_close(w, SafetensorsFile::open(weights_).tensor("blocks.0.ffn.0.weight"),
                         0.5 * scale, 0.07, "fp8"));
+
+  // The same file without the scale: its fp8 values would be off by 1 / scale; refused by name.
+  Named unscaled;
+  for (auto& [n, t] : fp8)
+    if (n != "model.diffusion_model.blocks.0.ffn.0.scale_weight") unscaled.emplace_back(n, t);
+  write_safetensors(dir.file("noscale.safetensors"), unscaled,
+                    SafetensorsFile::open(weights_).metadata());
+  auto bad = DitCheckpoint::open(dir.file("noscale.safetensors"));
+  try {
+    (void)bad.get("blocks.0.ffn.0.weight");
+    FAIL() << "an fp8 weight without its scale in a scaled-fp8 file was accepted";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("noscale.safetensors"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("blocks.0.ffn.0.scale_weight' is missing"), std::string::npos) << msg;
+  }
 }
 
 TEST_F(DitCheckpointTest, ProblemsAreReportedByName) {

@@ -13,6 +13,7 @@ void register_random_model(CLI::App& app) {
     uint64_t seed = 0;
     int64_t heads = 1;
     bool experts = false;
+    std::string preset;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -25,7 +26,18 @@ void register_random_model(CLI::App& app) {
                   "DiT attention heads: 1, 2 or 4 (default 1; more heads allow --mesh ulysses)");
   cmd->add_flag("--experts", a->experts,
                 "two DiT experts (high and low noise) in the layout's Wan 2.2 A14B places");
+  cmd->add_option("--preset", a->preset,
+                  "real-size random weights for this DiT preset (e.g. wan2.1-t2v-14b: 40 GB with "
+                  "umT5-XXL and the VAE; official layout, safetensors), instead of a tiny model");
   cmd->callback([a] {
+    if (!a->preset.empty()) {
+      if (a->layout != "official")
+        throw_input_error("--preset: real-size models are written in the official layout only");
+      write_full_size_random_model(a->dir, a->preset, a->tokenizer, a->experts, a->seed);
+      std::printf("wrote a real-size random %s model%s (official layout) to %s\n",
+                  a->preset.c_str(), a->experts ? " with two experts" : "", a->dir.c_str());
+      return;
+    }
     // The T5 vocabulary must cover every id the tokenizer can produce.
     const auto tokenizer = wan::Tokenizer::open(a->tokenizer);
     RandomModelSpec spec = tiny_random_model_spec(tokenizer.vocab_size());
