@@ -1,5 +1,7 @@
 #include "core/dtype.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -108,6 +110,25 @@ float f8e4m3_to_f32(uint8_t b) {
   if (exp == 0xf && man == 0x7) return std::numeric_limits<float>::quiet_NaN();
   if (exp == 0) return sign * std::ldexp(static_cast<float>(man), -9);  // 2^-6 * man/8
   return sign * std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
+}
+
+uint8_t f32_to_f8e4m3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const float a = std::fabs(f);
+  if (a >= 448.0f) return static_cast<uint8_t>(sign | 0x7e);  // saturate at the largest finite
+  int code = 0;
+  if (a < 0x1p-6f) {
+    // Subnormals: steps of 2^-9 (code 8 is 2^-6, the smallest normal, so rounding up is right).
+    code = static_cast<int>(std::nearbyint(a * 512.0f));
+  } else {
+    int e = 0;
+    const float m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+    // a = (1 + q / 8) * 2^(e - 1): q from the mantissa, rounded to nearest even (exact scaling).
+    const int q = static_cast<int>(std::nearbyint((m * 2.0f - 1.0f) * 8.0f));
+    code = ((e - 1 + 7) << 3) + q;  // q == 8 carries into the exponent
+  }
+  return static_cast<uint8_t>(sign | std::min(code, 0x7e));
 }
 
 float f8e5m2_to_f32(uint8_t b) {

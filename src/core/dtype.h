@@ -40,5 +40,7 @@ float f16_to_f32(uint16_t bits);
 uint16_t f32_to_f16(float f);
 float f8e4m3_to_f32(uint8_t bits);  // "fn" variant: no infinities, 0x7f/0xff are NaN
 float f8e5m2_to_f32(uint8_t bits);
+// Nearest e4m3fn value (ties to the even code), saturating at +-448; NaN gives 0x7f.
+uint8_t f32_to_f8e4m3(float f);
 
 }  // namespace vidax

@@ -159,6 +159,24 @@ Tensor Checkpoint::get(const std::string& official) const {
   return read_scaled_weight(source_, file_name(official), path_);
 }
 
+std::optional<Fp8Tensor> Checkpoint::get_fp8(const std::string& official) const {
+  return read_fp8_weight(source_, file_name(official), path_);
+}
+
+std::function<std::optional<Fp8Tensor>(const std::string&)> Checkpoint::fp8_loader() const {
+  auto handed_out = std::make_shared<size_t>(0);
+  return [this, handed_out](const std::string& official) {
+    constexpr size_t kReleaseEvery = size_t{256} << 20;
+    if (*handed_out >= kReleaseEvery) {
+      source_.release_resident_pages();
+      *handed_out = 0;
+    }
+    std::optional<Fp8Tensor> f = get_fp8(official);
+    if (f) *handed_out += f->codes.nbytes();
+    return f;
+  };
+}
+
 std::function<Tensor(const std::string&)> Checkpoint::loader() const {
   auto handed_out = std::make_shared<size_t>(0);
   return [this, handed_out](const std::string& official) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "io/comfy_fp8.h"
 #include "io/safetensors.h"
 #include "io/tensor_decl.h"
 
@@ -110,6 +111,11 @@ class Checkpoint {
   // The tensor for an official name, as stored (zero-copy) except fp8 tensors carrying a
   // ComfyUI `scale_weight` (with CheckOptions::scaled_fp8), which are dequantized to F32.
   Tensor get(const std::string& official) const;
+  // The stored fp8 tensor and its scale when `official` is stored as fp8 (io/comfy_fp8.h), for
+  // models that keep fp8 weights in memory; nullopt otherwise.
+  std::optional<Fp8Tensor> get_fp8(const std::string& official) const;
+  // get_fp8 as a function that drops the file's pages like loader() (its own count).
+  std::function<std::optional<Fp8Tensor>(const std::string&)> fp8_loader() const;
   std::string file_name(const std::string& official) const;
 
   // A weight function over get() that drops the file's pages from the resident set every

@@ -27,4 +27,14 @@ bool is_scaled_fp8_bookkeeping(const std::string& file_name);
 Tensor read_scaled_weight(const TensorSource& source, const std::string& file_name,
                           const std::string& path);
 
+// The tensor `file_name` as stored when it is fp8 (zero-copy, F8_E4M3 or F8_E5M2) and its scale
+// (its scale_weight, or 1 in an unscaled fp8 file); nullopt for any other dtype. The same errors
+// as read_scaled_weight.
+struct Fp8Tensor {
+  Tensor codes;
+  float scale = 1.0f;
+};
+std::optional<Fp8Tensor> read_fp8_weight(const TensorSource& source, const std::string& file_name,
+                                         const std::string& path);
+
 }  // namespace vidax

@@ -1,5 +1,7 @@
 #include "nn/linear.h"
 
+#include <cstring>
+
 #include "core/convert.h"
 #include "core/error.h"
 
@@ -46,13 +48,75 @@ Tensor stack_vectors(const std::vector<Tensor>& parts) {
 
 }  // namespace
 
+namespace {
+
+// Stacks fp8 code parts [N_i, K] (views allowed) into one [sum N_i, K] and the per-row scales.
+Tensor stack_codes(const std::string& name, const std::vector<Tensor>& parts,
+                   const std::vector<float>& scales, std::vector<float>& row_scale) {
+  int64_t rows = 0;
+  const int64_t k = parts.front().dim(1);
+  for (const auto& p : parts) {
+    if (p.rank() != 2 || p.dim(1) != k || p.dtype() != parts.front().dtype())
+      throw_input_error(name, ": fused fp8 parts must be [N, ", k, "] of one fp8 dtype, got ",
+                        p.describe());
+    rows += p.dim(0);
+  }
+  Tensor out = Tensor::zeros(Shape{rows, k}, parts.front().dtype());
+  auto* dst = static_cast<std::byte*>(out.raw_mutable_data());
+  row_scale.clear();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor c = parts[i].contiguous();
+    std::memcpy(dst, c.raw_data(), static_cast<size_t>(c.numel()));
+    dst += c.numel();
+    row_scale.insert(row_scale.end(), static_cast<size_t>(c.dim(0)), scales[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
 Linear Linear::build(const std::string& name, const std::vector<Tensor>& weights,
                      const std::vector<Tensor>& biases, DType compute, GemmEpilogue epilogue,
-                     LinearSplit split, TpShard shard) {
+                     LinearSplit split, TpShard shard, const std::vector<float>& fp8_scales) {
   VIDAX_CHECK(!weights.empty() && (biases.empty() || biases.size() == weights.size()), name, ": ",
               weights.size(), " weights, ", biases.size(), " biases");
   VIDAX_CHECK(shard.size >= 1 && shard.rank >= 0 && shard.rank < shard.size, name, ": tp rank ",
               shard.rank, " of ", shard.size);
+  VIDAX_CHECK(fp8_scales.empty() || fp8_scales.size() == weights.size(), name, ": ",
+              fp8_scales.size(), " fp8 scales for ", weights.size(), " parts");
+  if (!fp8_scales.empty()) {
+    // This rank's slice of each part (as below), kept fp8.
+    std::vector<Tensor> parts, b_parts;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const Tensor& w = weights[i];
+      if (w.rank() != 2) throw_input_error(name, ": expected a [N, K] weight, got ", w.describe());
+      if (shard.size == 1 || split == LinearSplit::kReplicated) {
+        parts.push_back(w);
+        if (!biases.empty()) b_parts.push_back(biases[i]);
+      } else if (split == LinearSplit::kColumn) {
+        const auto [b, e] = shard_range(name, w.dim(0), shard);
+        parts.push_back(w.slice(0, b, e));
+        if (!biases.empty()) b_parts.push_back(biases[i].contiguous().slice(0, b, e));
+      } else {
+        if (weights.size() != 1) throw_input_error(name, ": a row-split linear has one weight");
+        const auto [b, e] = shard_range(name, w.dim(1), shard);
+        parts.push_back(w.slice(1, b, e));
+      }
+    }
+    std::vector<float> row_scale;
+    const Tensor codes = stack_codes(name, parts, fp8_scales, row_scale);
+    if (split == LinearSplit::kRow && shard.size > 1) {
+      if (epilogue != GemmEpilogue::kNone)
+        throw_input_error(name, ": a row-split linear cannot fuse an activation");
+      Linear out(PackedLinear::fp8(codes, std::move(row_scale), Tensor(), compute, epilogue),
+                 split);
+      if (!biases.empty()) out.bias_after_reduce_ = biases.front().to_float_vector();
+      return out;
+    }
+    return Linear(
+        PackedLinear::fp8(codes, std::move(row_scale), stack_vectors(b_parts), compute, epilogue),
+        split);
+  }
   for (const auto& w : weights)
     if (w.rank() != 2) throw_input_error(name, ": expected a [N, K] weight, got ", w.describe());
   if (shard.size == 1 || split == LinearSplit::kReplicated)

@@ -40,9 +40,11 @@ class Linear : public PackedLinear {
   // becomes this rank's q|k|v heads); a row split (one part) takes its columns. Only those
   // slices are read from the (mapped) source tensors. `name` labels errors: a split that does
   // not divide the sizes is an InputError.
+  // With `fp8_scales` (one per part), `weights` are fp8 codes that stay fp8 in memory
+  // (PackedLinear::fp8: part i's rows scaled by fp8_scales[i]).
   static Linear build(const std::string& name, const std::vector<Tensor>& weights,
                       const std::vector<Tensor>& biases, DType compute, GemmEpilogue epilogue,
-                      LinearSplit split, TpShard shard);
+                      LinearSplit split, TpShard shard, const std::vector<float>& fp8_scales = {});
 
  private:
   LinearSplit split_ = LinearSplit::kReplicated;

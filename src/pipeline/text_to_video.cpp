@@ -343,6 +343,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
       const auto ck = std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(path));
       wan::WeightResidency residency;
       residency.budget_bytes = o.weights_budget;
+      if (o.keep_fp8) residency.fp8 = wan::shared_fp8_loader(ck);
       auto dit = std::make_unique<wan::WanDit>(
           ck->config(), o.weights_budget > 0 ? wan::shared_loader(ck) : ck->loader(), o.precision,
           o.ctx, residency);
@@ -461,6 +462,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
       {"mesh", mesh != nullptr ? mesh->spec().str() : dist::MeshSpec{}.str()},
       {"processes", mesh != nullptr ? mesh->world().size() : 1},
       {"weights_budget_bytes", o.weights_budget},
+      {"keep_fp8", o.keep_fp8},
       {"weight_stream",
        {{"pinned_blocks", r.weight_stream.pinned_blocks},
         {"streamed_blocks", r.weight_stream.streamed_blocks},

@@ -57,6 +57,8 @@ struct GenerateOptions {
   // The DiT's packed weights stay under this many bytes (0: all resident); the blocks beyond
   // it stream from the checkpoint at every step (models/wan/dit.h WeightResidency).
   int64_t weights_budget = 0;
+  // fp8 DiT weights (ComfyUI fp8 / scaled-fp8 files) stay fp8 in memory (WeightResidency::fp8).
+  bool keep_fp8 = false;
   bool hash_models = true;
   // DiT self-attention policy spec (sparse/attention_policy.h, docs/sparse-attention.md).
   std::string attention = "dense";

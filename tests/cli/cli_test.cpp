@@ -21,15 +21,20 @@ using vidax::testing::count_lines;
 using vidax::testing::expect_one_line_error;
 inline Result run(const std::string& args) { return vidax::testing::run_vidax(args); }
 
+// The fixture's first DiT call as `run dit` inputs.
+void write_call0_inputs(const SafetensorsFile& io, const std::string& path) {
+  write_safetensors(path, {{"x", io.tensor("x")},
+                           {"t", io.tensor("call0.t")},
+                           {"context", io.tensor("context")},
+                           {"seq_len", io.tensor("seq_len")}});
+}
+
 TEST(Cli, RunDitMatchesFixtureOutput) {
   VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
   VIDAX_REQUIRE_FIXTURE(io_path, "dit_t2v_tiny.io.safetensors");
   TempDir dir;
   auto io = SafetensorsFile::open(io_path);
-  write_safetensors(dir.file("in.safetensors"), {{"x", io.tensor("x")},
-                                                 {"t", io.tensor("call0.t")},
-                                                 {"context", io.tensor("context")},
-                                                 {"seq_len", io.tensor("seq_len")}});
+  write_call0_inputs(io, dir.file("in.safetensors"));
   const Result r = run("run dit --weights " + weights + " --in " + dir.file("in.safetensors") +
                        " --out " + dir.file("out.safetensors"));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -45,10 +50,7 @@ TEST(Cli, RunDitWithAWeightsBudgetIsBitwiseTheResidentRun) {
   VIDAX_REQUIRE_FIXTURE(io_path, "dit_t2v_tiny.io.safetensors");
   TempDir dir;
   auto io = SafetensorsFile::open(io_path);
-  write_safetensors(dir.file("in.safetensors"), {{"x", io.tensor("x")},
-                                                 {"t", io.tensor("call0.t")},
-                                                 {"context", io.tensor("context")},
-                                                 {"seq_len", io.tensor("seq_len")}});
+  write_call0_inputs(io, dir.file("in.safetensors"));
   const std::string common =
       "run dit --weights " + weights + " --in " + dir.file("in.safetensors") + " --out ";
   ASSERT_EQ(run(common + dir.file("resident.safetensors")).code, 0);

@@ -126,6 +126,17 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// The 5 PNG frames of two output folders are byte-identical (and exist).
+void expect_same_frames(const std::string& a_dir, const std::string& b_dir) {
+  for (int i = 0; i < 5; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "/frame_%05d.png", i);
+    const std::string a = read_file(a_dir + name);
+    ASSERT_FALSE(a.empty()) << a_dir << name;
+    EXPECT_EQ(a, read_file(b_dir + name)) << b_dir << name;
+  }
+}
+
 TEST(GenerateEndToEnd, OfficialAndDiffusersLayoutsGiveTheSameFrames) {
   // Same random weights stored under two layouts (f32 DiT and VAE, bf16 T5 in both): the
   // loaders must map every tensor to the same place, so the PNG frames are byte-identical.
@@ -137,13 +148,7 @@ TEST(GenerateEndToEnd, OfficialAndDiffusersLayoutsGiveTheSameFrames) {
                            out.file(std::string(layout) + "/"));
     ASSERT_EQ(r.code, 0) << r.out;
   }
-  for (int i = 0; i < 5; ++i) {
-    char name[32];
-    std::snprintf(name, sizeof name, "frame_%05d.png", i);
-    const std::string a = read_file(out.file(std::string("official/") + name));
-    ASSERT_FALSE(a.empty()) << name;
-    EXPECT_EQ(a, read_file(out.file(std::string("diffusers/") + name))) << name;
-  }
+  expect_same_frames(out.file("official"), out.file("diffusers"));
   // A different seed gives a different video.
   const Result r = vidax("generate " + model_args("official") +
                          " --prompt 'a blue circle grows' --size 64x64 --frames 5 --steps 2"
@@ -165,13 +170,7 @@ TEST(GenerateEndToEnd, AWeightsBudgetGivesTheSameFrames) {
   ASSERT_EQ(vidax(common + "-o " + out.file("resident/")).code, 0);
   const Result r = vidax(common + "--weights-budget 1.2MiB -o " + out.file("streamed/"));
   ASSERT_EQ(r.code, 0) << r.out;
-  for (int i = 0; i < 5; ++i) {
-    char name[32];
-    std::snprintf(name, sizeof name, "frame_%05d.png", i);
-    const std::string a = read_file(out.file(std::string("resident/") + name));
-    ASSERT_FALSE(a.empty()) << name;
-    EXPECT_EQ(a, read_file(out.file(std::string("streamed/") + name))) << name;
-  }
+  expect_same_frames(out.file("resident"), out.file("streamed"));
   // The sidecar records the stream: 2 blocks read at each of 2 steps x 2 branches (and perhaps
   // one more: the loader runs ahead into the next forward).
   const auto sidecar = nlohmann::json::parse(read_file(out.file("streamed.json")));
@@ -234,13 +233,7 @@ TEST(GenerateEndToEnd, TwoExpertFoldersInEveryLayout) {
     EXPECT_EQ(side["experts"]["low_noise_steps"], 2) << layout << side.dump();
     EXPECT_EQ(side["model_family"], "Wan 2.2 T2V A14B");
   }
-  for (int i = 0; i < 5; ++i) {
-    char name[32];
-    std::snprintf(name, sizeof name, "frame_%05d.png", i);
-    const std::string a = read_file(out.file(std::string("official/") + name));
-    ASSERT_FALSE(a.empty()) << name;
-    EXPECT_EQ(a, read_file(out.file(std::string("diffusers/") + name))) << name;
-  }
+  expect_same_frames(out.file("official"), out.file("diffusers"));
   // The experts are different networks: the frames differ from a run with the high-noise
   // expert alone (--dit names it, without --dit-low).
   const Result one =

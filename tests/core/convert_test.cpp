@@ -323,3 +323,33 @@ TEST(ConvertFloatsDeathTest, F8DestinationIsAnInternalError) {
 
 }  // namespace
 }  // namespace vidax
+
+namespace vidax {
+namespace {
+
+// f32 -> e4m3fn: every finite code round-trips; a value between two neighbours goes to the
+// nearer (ties to the even code); beyond 448 saturates; NaN is 0x7f.
+TEST(Fp8Quantize, NearestE4M3) {
+  for (int c = 0; c < 256; ++c) {
+    const auto code = static_cast<uint8_t>(c);
+    if ((c & 0x7f) == 0x7f) continue;  // NaN
+    const float v = f8e4m3_to_f32(code);
+    const uint8_t back = f32_to_f8e4m3(v);
+    // -0 and +0 are both zero.
+    EXPECT_EQ(f8e4m3_to_f32(back), v) << c;
+    if ((c & 0x7f) < 126) {
+      const float next = f8e4m3_to_f32(static_cast<uint8_t>(c + 1));
+      const float mid = 0.5f * (v + next);
+      EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(v + 0.25f * (next - v))), v) << c;
+      EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(v + 0.75f * (next - v))), next) << c;
+      const uint8_t tie = f32_to_f8e4m3(mid);
+      EXPECT_EQ(tie & 1, 0) << "tie at code " << c << " went to " << int(tie);
+    }
+  }
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(1e6f)), 448.0f);
+  EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(-1e6f)), -448.0f);
+  EXPECT_EQ(f32_to_f8e4m3(std::nanf("")), 0x7f);
+}
+
+}  // namespace
+}  // namespace vidax

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -174,6 +175,31 @@ TEST(DitMesh, TensorParallelShardsHoldTheirShareOfTheWeights) {
     const double got = static_cast<double>(ranked.weight_bytes() - stem.weight_bytes());
     EXPECT_NEAR(got, block_bytes / spec.tp, 0.01 * block_bytes / spec.tp) << spec.str();
   }
+}
+
+// fp8 weights kept fp8 and split over tp (each rank its slice of the codes, the scales with
+// them): the single-process fp8 model's result (fp32, within the reordered sums).
+TEST(DitMesh, TensorParallelKeepsFp8Weights) {
+  const wan::DitConfig c = config();
+  const std::string path =
+      "/tmp/vidax_dit_mesh_fp8_" + std::to_string(world().size()) + ".safetensors";
+  if (world().rank() == 0) wan::write_random_dit_checkpoint(path, c, DType::kF8E4M3, 8);
+  world().barrier();
+  const auto ck = std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(path));
+  wan::WeightResidency keep;
+  keep.fp8 = wan::shared_fp8_loader(ck);
+  wan::WanDit whole(c, wan::shared_loader(ck), wan::Precision::kFP32, {}, keep);
+  const Tensor ref = whole.forward(sample(false));
+  for (const MeshSpec& spec : meshes()) {
+    if (spec.tp == 1) continue;
+    Mesh mesh(spec, world());
+    ExecContext ctx;
+    ctx.mesh = &mesh;
+    wan::WanDit shard(c, wan::shared_loader(ck), wan::Precision::kFP32, ctx, keep);
+    EXPECT_LE(rel_diff(shard.forward(sample(false)), ref), 1e-5) << spec.str();
+  }
+  world().barrier();
+  if (world().rank() == 0) std::remove(path.c_str());
 }
 
 // The official-code fixtures (i2v with CLIP features; the Wan 2.2 per-token form) on every mesh:

@@ -33,7 +33,7 @@ struct BenchArgs {
   std::string model = "wan2.1-t2v-1.3b", weights, size = "416x240", precision = "bf16",
               weights_budget;
   int64_t frames = 17, context_tokens = 512, iters = 2, warmup = 1, timestep = 500;
-  bool json = false, no_peak = false, profile = false, guided = false;
+  bool json = false, no_peak = false, profile = false, guided = false, keep_fp8 = false;
   MeshArgs mesh;
 };
 
@@ -101,8 +101,10 @@ void bench_dit(const BenchArgs& a) {
       throw_input_error("--model: unknown model '", a.model, "' (expected one of ", names, ")");
     }
     cfg = *preset;
-    const DType dtype = p == wan::Precision::kBF16 ? DType::kBF16 : DType::kF32;
-    if (streamed) {  // streaming reads a file: write the random weights to one first
+    const DType dtype = a.keep_fp8                   ? DType::kF8E4M3
+                        : p == wan::Precision::kBF16 ? DType::kBF16
+                                                     : DType::kF32;
+    if (streamed || a.keep_fp8) {  // streaming and fp8 read a file: write the weights first
       temporary = std::make_unique<TemporaryWeights>(*mesh, a.model, cfg, dtype);
       weights_path = temporary->path;
     } else {
@@ -114,6 +116,7 @@ void bench_dit(const BenchArgs& a) {
     ck->require_loadable();
     cfg = ck->config();
     weights = streamed ? wan::shared_loader(ck) : ck->loader();
+    if (a.keep_fp8) residency.fp8 = wan::shared_fp8_loader(ck);
   }
   const int64_t lat_f = (a.frames - 1) / 4 + 1, lat_h = height / 8, lat_w = width / 8;
   if (lat_h % cfg.patch[1] != 0 || lat_w % cfg.patch[2] != 0)
@@ -121,7 +124,10 @@ void bench_dit(const BenchArgs& a) {
   {  // Refuse impossible sizes before spending time on the weights.
     const int64_t tokens = lat_f * lat_h * lat_w / cfg.patch_volume();
     double weight_need = static_cast<double>(wan::dit_parameter_count(cfg)) *
-                         (p == wan::Precision::kBF16 ? 2.0 : 4.0) / mesh->spec().tp;
+                         (a.keep_fp8                   ? 1.0
+                          : p == wan::Precision::kBF16 ? 2.0
+                                                       : 4.0) /
+                         mesh->spec().tp;
     if (streamed) weight_need = std::min(weight_need, static_cast<double>(residency.budget_bytes));
     const double need = wan::WanDit::activation_bytes(cfg, tokens) + weight_need;
     const double have =
@@ -213,6 +219,7 @@ void bench_dit(const BenchArgs& a) {
                       {"peak_f32_gflops", peak.f32_gflops},
                       {"weight_bytes", model.weight_bytes()},
                       {"peak_rss_bytes", peak_rss_bytes()},
+                      {"keep_fp8", a.keep_fp8},
                       {"guided", guided},
                       {"mesh", mesh->spec().str()},
                       {"ranks", mesh->world().size()}};
@@ -323,6 +330,9 @@ void register_bench(CLI::App& app) {
     auto a = std::make_shared<BenchArgs>();
     cmd->add_option("--model", a->model, "preset with random weights (default wan2.1-t2v-1.3b)");
     cmd->add_option("--weights", a->weights, "use a checkpoint instead of random weights");
+    cmd->add_flag("--keep-fp8", a->keep_fp8,
+                  "keep fp8 weights fp8 in memory; a preset's random weights are then written "
+                  "as a ComfyUI scaled-fp8 file first (docs/weights.md)");
     cmd->add_option("--weights-budget", a->weights_budget,
                     "keep the packed weights under SIZE (e.g. 8GiB), streaming the other blocks "
                     "at every forward; a preset's random weights are first written to a "

@@ -28,7 +28,7 @@ struct GenerateArgs {
   bool steps_given = false, shift_given = false, guide_given = false;
   int64_t frames = 81, steps = 50, seed = -1, vae_tile = 0, crf = -1;
   double shift = 5.0, guide_scale = 5.0, fps = 16;
-  bool dry_run = false, progress = false, no_hash = false, json = false;
+  bool dry_run = false, progress = false, no_hash = false, json = false, keep_fp8 = false;
   MeshArgs mesh;
 };
 
@@ -83,6 +83,7 @@ GenerateOptions to_options(const GenerateArgs& a) {
   o.attention = a.attention;
   if (!a.weights_budget.empty())
     o.weights_budget = parse_byte_size(a.weights_budget, "--weights-budget");
+  o.keep_fp8 = a.keep_fp8;
   return o;
 }
 
@@ -129,6 +130,9 @@ void register_generate(CLI::App& app, int argc, char** argv) {
   cmd->add_option("--weights-budget", a->weights_budget,
                   "keep the DiT's packed weights under SIZE (e.g. 8GiB): blocks beyond it are "
                   "streamed from the checkpoint at every step (docs/weights.md)");
+  cmd->add_flag("--keep-fp8", a->keep_fp8,
+                "keep the DiT's fp8 weights (ComfyUI fp8 / scaled-fp8 files) fp8 in memory, "
+                "widened per call: half the memory of bf16 (docs/weights.md)");
   cmd->add_option("--vae-tile", a->vae_tile,
                   "decode in spatial tiles of this many latent pixels (default: no tiling)");
   cmd->add_option("-o,--output", a->output, "out.mp4 | out.webm | folder/ of PNG frames");

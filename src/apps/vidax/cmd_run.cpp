@@ -21,6 +21,7 @@ namespace {
 
 struct DitArgs {
   std::string weights, config, precision = "fp32", attention = "dense", weights_budget;
+  bool keep_fp8 = false;
   MeshArgs mesh;
 };
 
@@ -34,6 +35,9 @@ void add_dit_args(CLI::App* cmd, DitArgs& a) {
   cmd->add_option("--weights-budget", a.weights_budget,
                   "keep the DiT's packed weights under SIZE (e.g. 8GiB): blocks beyond it are "
                   "streamed from the checkpoint at every forward (docs/weights.md)");
+  cmd->add_flag("--keep-fp8", a.keep_fp8,
+                "keep the DiT's fp8 weights (ComfyUI fp8 / scaled-fp8 files) fp8 in memory, "
+                "widened per call (docs/weights.md)");
   add_mesh_args(cmd, a.mesh);
 }
 
@@ -54,6 +58,7 @@ wan::WanDit load_dit(const DitArgs& a, const dist::Mesh& mesh, bool has_cfg) {
     residency.budget_bytes = parse_byte_size(a.weights_budget, "--weights-budget");
   const auto ck =
       std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(a.weights, override));
+  if (a.keep_fp8) residency.fp8 = wan::shared_fp8_loader(ck);
   ck->require_loadable();
   check_mesh_for_model(mesh, ck->config().num_heads, has_cfg);
   std::shared_ptr<sparse::AttentionPolicy> policy = sparse::make_attention_policy(a.attention);

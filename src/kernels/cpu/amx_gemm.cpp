@@ -396,6 +396,22 @@ AmxPackedWeight::AmxPackedWeight(const BFloat16* weight, int64_t n, int64_t k, c
 
 size_t AmxPackedWeight::packed_bytes() const { return packed_ ? packed_->bytes() : 0; }
 
+size_t AmxPackedWeight::packed_elements(int64_t n, int64_t k) {
+  return static_cast<size_t>(ceil_div(n, 32) * ceil_div(k, 32) * kStepElems);
+}
+
+AmxPackedWeight AmxPackedWeight::view(int64_t n, int64_t k, std::shared_ptr<Storage> panels) {
+  VIDAX_CHECK(panels != nullptr && panels->bytes() >= packed_elements(n, k) * 2,
+              "AMX weight view: storage too small for [", n, ", ", k, "]");
+  AmxPackedWeight w;
+  w.n_ = n;
+  w.k_ = k;
+  w.k_steps_ = ceil_div(k, 32);
+  w.panels_ = ceil_div(n, 32);
+  w.packed_ = std::move(panels);
+  return w;
+}
+
 void AmxPackedWeight::pack(const BFloat16* weight, int64_t n, int64_t k, const float* bias) {
   VIDAX_CHECK(n > 0 && k > 0, "AMX weight must be non-empty, got [", n, ", ", k, "]");
   n_ = n;

@@ -33,6 +33,10 @@ class AmxPackedWeight {
   AmxPackedWeight(const Tensor& weight, const Tensor& bias);
   // Raw row-major bf16 weight [n, k] (row stride k); bias: n floats or null.
   AmxPackedWeight(const BFloat16* weight, int64_t n, int64_t k, const float* bias);
+  // A weight [n, k] already in the packed layout: `panels` holds panels() * k_steps() * 1024
+  // bf16 values (e.g. fp8 codes widened per call); no bias.
+  static AmxPackedWeight view(int64_t n, int64_t k, std::shared_ptr<Storage> panels);
+  static size_t packed_elements(int64_t n, int64_t k);
 
   bool defined() const { return packed_ != nullptr; }
   int64_t n() const { return n_; }

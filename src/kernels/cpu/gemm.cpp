@@ -11,6 +11,7 @@
 #include "core/thread_scratch.h"
 #include "kernels/cpu/amx_gemm.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/kernel_choices.h"
 #include "kernels/cpu/onednn_bf16.h"
 
@@ -83,6 +84,14 @@ struct PackedLinear::Impl {
   mutable std::map<std::pair<int64_t, bool>, Entry> cache;  // (M, bf16 output)
   std::unique_ptr<AmxPackedWeight> amx;                     // set: the AMX path, no oneDNN
   bool widened = false;  // BF16 compute through oneDNN f32 (use_widened_gemm)
+  // fp8 storage (PackedLinear::fp8): the packed layout's elements as fp8 codes, one byte each;
+  // `packed` stays empty (oneDNN paths) or `amx` null (AMX path: amx_fp8).
+  bool fp8 = false, amx_fp8 = false;
+  DType fp8_dtype = DType::kF8E4M3;
+  std::shared_ptr<Storage> codes;
+  size_t code_count = 0;
+  std::vector<float> column_scale, fp8_bias;  // [n]; fp8_bias empty without a bias
+  GemmEpilogue fp8_epilogue = GemmEpilogue::kNone;
   // The dtype oneDNN computes in: f32 for the widened path.
   DType kernel_dtype() const { return widened ? DType::kF32 : compute; }
 
@@ -162,6 +171,100 @@ PackedLinear::PackedLinear(const Tensor& weight, const Tensor& bias, DType compu
   impl_->pack(impl_->make_pd(256));
 }
 
+namespace {
+
+// Elements in [begin, end) of a packed buffer of `count` in `dtype` (bf16 or f32) holding integer
+// values 0..255 (fp8 codes packed as numbers), as bytes.
+void integers_to_codes(const void* packed, DType dtype, size_t count, uint8_t* codes) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) {
+    const float v = dtype == DType::kF32 ? static_cast<const float*>(packed)[i]
+                                         : bf16_to_f32(static_cast<const uint16_t*>(packed)[i]);
+    codes[i] = static_cast<uint8_t>(v);
+  }
+}
+
+// codes (fp8 of `fp8_dtype`) -> `dtype` values, in parallel chunks.
+void widen_codes(const uint8_t* codes, DType fp8_dtype, size_t count, void* out, DType dtype) {
+  constexpr int64_t kChunk = 1 << 16;
+  const int64_t chunks = (static_cast<int64_t>(count) + kChunk - 1) / kChunk;
+  const size_t item = dtype_size(dtype);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const size_t begin = static_cast<size_t>(c * kChunk);
+    const size_t len = std::min(static_cast<size_t>(kChunk), count - begin);
+    convert_floats(codes + begin, fp8_dtype, static_cast<std::byte*>(out) + begin * item, dtype,
+                   len);
+  }
+}
+
+}  // namespace
+
+PackedLinear PackedLinear::fp8(const Tensor& codes_in, std::vector<float> column_scale,
+                               const Tensor& bias, DType compute, GemmEpilogue epilogue) {
+  VIDAX_CHECK(codes_in.rank() == 2 &&
+                  (codes_in.dtype() == DType::kF8E4M3 || codes_in.dtype() == DType::kF8E5M2),
+              "fp8 linear weight must be [N, K] F8, got ", codes_in.describe());
+  const int64_t n = codes_in.dim(0), k = codes_in.dim(1);
+  VIDAX_CHECK(static_cast<int64_t>(column_scale.size()) == n, "fp8 linear: ", column_scale.size(),
+              " column scales for ", n, " outputs");
+  VIDAX_CHECK(!bias.defined() || bias.numel() == n, "bias ", bias.describe(), " for [", n, ", ", k,
+              "]");
+  const Tensor codes = codes_in.contiguous();
+  const auto* code_bytes = static_cast<const uint8_t*>(codes.raw_data());
+  PackedLinear out;
+  out.impl_ = std::make_unique<Impl>();
+  Impl& im = *out.impl_;
+  im.n = n;
+  im.k = k;
+  im.compute = compute;
+  im.fp8 = true;
+  im.fp8_dtype = codes.dtype();
+  im.column_scale = std::move(column_scale);
+  if (bias.defined()) im.fp8_bias = bias.to_float_vector();
+  im.fp8_epilogue = epilogue;
+  // The codes as numbers 0..255 (exact in bf16 and f32), packed by the path's own packing, then
+  // read back as bytes: the packed layout at one byte per element.
+  if (use_amx_gemm(compute)) {
+    im.amx_fp8 = true;
+    Tensor values = Tensor::zeros(Shape{n, k}, DType::kBF16);
+    auto* v = values.mutable_data<BFloat16>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n * k; ++i)
+      v[i] = BFloat16{f32_to_bf16(static_cast<float>(code_bytes[i]))};
+    const AmxPackedWeight packed(values, Tensor());
+    im.code_count = AmxPackedWeight::packed_elements(n, k);
+    im.codes = allocate_storage(im.code_count);
+    integers_to_codes(packed.panel(0), DType::kBF16, im.code_count,
+                      reinterpret_cast<uint8_t*>(im.codes->data()));
+    return out;
+  }
+  im.widened = use_widened_gemm(compute);
+  const DType kernel = im.kernel_dtype();
+  Tensor values = Tensor::zeros(Shape{n, k}, kernel);
+  if (kernel == DType::kF32) {
+    float* v = values.mutable_data<float>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n * k; ++i) v[i] = static_cast<float>(code_bytes[i]);
+  } else {
+    auto* v = values.mutable_data<BFloat16>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n * k; ++i)
+      v[i] = BFloat16{f32_to_bf16(static_cast<float>(code_bytes[i]))};
+  }
+  im.plain_weight = values;
+  im.pack(im.make_pd(256));  // (the widened path narrows its packed f32 to bf16: still exact)
+  const DType stored = im.widened ? DType::kBF16 : kernel;
+  im.code_count = im.packed_desc.get_size() / dtype_size(kernel);
+  im.codes = allocate_storage(im.code_count);
+  integers_to_codes(im.packed->data(), stored, im.code_count,
+                    reinterpret_cast<uint8_t*>(im.codes->data()));
+  im.packed.reset();
+  return out;
+}
+
+bool PackedLinear::is_fp8() const { return impl_ != nullptr && impl_->fp8; }
+
 PackedLinear::PackedLinear() = default;
 PackedLinear::PackedLinear(PackedLinear&&) noexcept = default;
 PackedLinear& PackedLinear::operator=(PackedLinear&&) noexcept = default;
@@ -171,6 +274,7 @@ int64_t PackedLinear::in_features() const { return impl_->k; }
 int64_t PackedLinear::out_features() const { return impl_->n; }
 DType PackedLinear::compute_dtype() const { return impl_->compute; }
 size_t PackedLinear::packed_bytes() const {
+  if (impl_->fp8) return impl_->code_count;
   if (impl_->amx) return impl_->amx->packed_bytes();
   return impl_->widened ? impl_->packed_desc.get_size() / 2 : impl_->packed_desc.get_size();
 }
@@ -185,6 +289,7 @@ void PackedLinear::run(const void* x, int64_t m, void* y, bool bf16_out) const {
   VIDAX_CHECK(impl_ != nullptr, "forward on an empty PackedLinear");
   if (m == 0) return;
   Impl& im = *impl_;
+  if (im.fp8) return run_fp8(x, m, y, bf16_out);
   if (im.amx) {
     const auto* xb = static_cast<const BFloat16*>(x);
     if (bf16_out) {
@@ -196,32 +301,85 @@ void PackedLinear::run(const void* x, int64_t m, void* y, bool bf16_out) const {
   }
   if (im.widened) {
     // The weight is widened once per call into a per-thread f32 scratch (the largest weight
-    // this thread has run), then x [m, k] bf16 kWidenRows rows at a time, run in f32; a bf16
-    // output is rounded from an f32 scratch after the epilogue, as oneDNN does.
-    thread_local ThreadScratch<std::vector<float>> ws_scratch, xs_scratch, ys_scratch;
+    // this thread has run), then run_widened.
+    thread_local ThreadScratch<std::vector<float>> ws_scratch;
     std::vector<float>& ws = ws_scratch.value;
-    std::vector<float>& xs = xs_scratch.value;
-    std::vector<float>& ys = ys_scratch.value;
     const size_t weight_elems = im.packed_desc.get_size() / sizeof(float);
     if (ws.size() < weight_elems) ws.resize(weight_elems);
     convert_floats(im.packed->data(), DType::kBF16, ws.data(), DType::kF32, weight_elems);
-    const auto* xb = static_cast<const BFloat16*>(x);
-    for (int64_t r0 = 0; r0 < m; r0 += kWidenRows) {
-      const int64_t rows = std::min(kWidenRows, m - r0);
-      xs.resize(static_cast<size_t>(rows * im.k));
-      convert_floats(xb + r0 * im.k, DType::kBF16, xs.data(), DType::kF32, xs.size());
-      if (bf16_out) {
-        ys.resize(static_cast<size_t>(rows * im.n));
-        execute(xs.data(), rows, ys.data(), false, ws.data());
-        convert_floats(ys.data(), DType::kF32, static_cast<BFloat16*>(y) + r0 * im.n, DType::kBF16,
-                       ys.size());
-      } else {
-        execute(xs.data(), rows, static_cast<float*>(y) + r0 * im.n, false, ws.data());
-      }
-    }
+    run_widened(x, m, y, bf16_out, ws.data());
     return;
   }
   execute(x, m, y, bf16_out, im.packed->data());
+}
+
+void PackedLinear::run_widened(const void* x, int64_t m, void* y, bool bf16_out,
+                               const float* weights) const {
+  // x [m, k] bf16 kWidenRows rows at a time, run in f32; a bf16 output is rounded from an f32
+  // scratch after the epilogue, as oneDNN does.
+  const Impl& im = *impl_;
+  thread_local ThreadScratch<std::vector<float>> xs_scratch, ys_scratch;
+  std::vector<float>& xs = xs_scratch.value;
+  std::vector<float>& ys = ys_scratch.value;
+  auto* w = const_cast<float*>(weights);
+  const auto* xb = static_cast<const BFloat16*>(x);
+  for (int64_t r0 = 0; r0 < m; r0 += kWidenRows) {
+    const int64_t rows = std::min(kWidenRows, m - r0);
+    xs.resize(static_cast<size_t>(rows * im.k));
+    convert_floats(xb + r0 * im.k, DType::kBF16, xs.data(), DType::kF32, xs.size());
+    if (bf16_out) {
+      ys.resize(static_cast<size_t>(rows * im.n));
+      execute(xs.data(), rows, ys.data(), false, w);
+      convert_floats(ys.data(), DType::kF32, static_cast<BFloat16*>(y) + r0 * im.n, DType::kBF16,
+                     ys.size());
+    } else {
+      execute(xs.data(), rows, static_cast<float*>(y) + r0 * im.n, false, w);
+    }
+  }
+}
+
+void PackedLinear::run_fp8(const void* x, int64_t m, void* y, bool bf16_out) const {
+  const Impl& im = *impl_;
+  // 1. The codes widened into this thread's scratch (the largest fp8 weight it has run), in the
+  //    dtype the kernel reads: bf16 for AMX and oneDNN's bf16 kernels, f32 otherwise.
+  const DType wide = im.amx_fp8 ? DType::kBF16 : im.kernel_dtype();
+  thread_local ThreadScratch<std::shared_ptr<Storage>> weight_scratch;
+  thread_local ThreadScratch<std::vector<float>> out_scratch;
+  std::shared_ptr<Storage>& ws = weight_scratch.value;
+  const size_t bytes = im.code_count * dtype_size(wide);
+  if (!ws || ws->bytes() < bytes) ws = allocate_storage(bytes);
+  widen_codes(reinterpret_cast<const uint8_t*>(im.codes->data()), im.fp8_dtype, im.code_count,
+              ws->data(), wide);
+  // 2. The GEMM without bias or activation, into f32.
+  float* out = static_cast<float*>(y);
+  if (bf16_out) {
+    out_scratch.value.resize(static_cast<size_t>(m * im.n));
+    out = out_scratch.value.data();
+  }
+  if (im.amx_fp8) {
+    const AmxPackedWeight w = AmxPackedWeight::view(im.n, im.k, ws);
+    amx_gemm_bf16(static_cast<const BFloat16*>(x), m, im.k, w, out, GemmEpilogue::kNone);
+  } else if (im.widened) {
+    run_widened(x, m, out, false, reinterpret_cast<const float*>(ws->data()));
+  } else {
+    execute(x, m, out, false, ws->data());
+  }
+  // 3. Per-column scale and bias, then the activation, then the output dtype.
+  const float* scale = im.column_scale.data();
+  const float* bias = im.fp8_bias.empty() ? nullptr : im.fp8_bias.data();
+  const int64_t n = im.n;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < m; ++r) {
+    float* row = out + r * n;
+    if (bias != nullptr) {
+      for (int64_t j = 0; j < n; ++j) row[j] = row[j] * scale[j] + bias[j];
+    } else {
+      for (int64_t j = 0; j < n; ++j) row[j] *= scale[j];
+    }
+  }
+  if (im.fp8_epilogue == GemmEpilogue::kGeluTanh) gelu_tanh(out, out, m * n);
+  if (im.fp8_epilogue == GemmEpilogue::kGeluErf) gelu_erf(out, out, m * n);
+  if (bf16_out) convert_floats(out, DType::kF32, y, DType::kBF16, static_cast<size_t>(m * n));
 }
 
 void PackedLinear::execute(const void* x, int64_t m, void* y, bool bf16_out, void* weights) const {

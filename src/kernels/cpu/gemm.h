@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -46,6 +47,18 @@ class PackedLinear {
   // weight [N, K] (F32/BF16/F16, any float dtype: converted to `compute`), bias [N] or undefined.
   PackedLinear(const Tensor& weight, const Tensor& bias, DType compute,
                GemmEpilogue epilogue = GemmEpilogue::kNone);
+  // fp8 weights that stay fp8 in memory: `codes` [N, K] F8_E4M3 or F8_E5M2 (the stored bytes),
+  // the real weight being codes[n, k] x column_scale[n] (ComfyUI's scaled fp8: one scale per
+  // tensor, repeated per row; fused parts may differ). Packed once into this compute path's
+  // layout at one byte per element (half of bf16, a quarter of f32). Each forward widens the
+  // codes (exactly: every fp8 value is a bf16 value) into one per-thread scratch of the compute
+  // dtype, runs the GEMM without bias or activation, then applies
+  //   y[:, n] = y[:, n] * column_scale[n] + bias[n], then the epilogue.
+  // Numerically this rounds differently from converting code x scale to bf16 at load (the
+  // scale is applied in f32 after the f32 accumulation); it is closer to the f32 product.
+  static PackedLinear fp8(const Tensor& codes, std::vector<float> column_scale, const Tensor& bias,
+                          DType compute, GemmEpilogue epilogue = GemmEpilogue::kNone);
+  bool is_fp8() const;
   PackedLinear(PackedLinear&&) noexcept;
   PackedLinear& operator=(PackedLinear&&) noexcept;
   ~PackedLinear();
@@ -66,6 +79,10 @@ class PackedLinear {
 
  private:
   void run(const void* x, int64_t m, void* y, bool bf16_out) const;
+  // The widened path's loop: x bf16 widened kWidenRows rows at a time, run in f32 against
+  // `weights` (f32, packed layout).
+  void run_widened(const void* x, int64_t m, void* y, bool bf16_out, const float* weights) const;
+  void run_fp8(const void* x, int64_t m, void* y, bool bf16_out) const;
   // One oneDNN matmul of m rows in the kernel dtype (primitive cached per (m, bf16_out)) with
   // `weights` in the packed layout (the stored weights, or their widened copy).
   void execute(const void* x, int64_t m, void* y, bool bf16_out, void* weights) const;

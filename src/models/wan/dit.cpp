@@ -68,8 +68,21 @@ std::unique_ptr<DitBlockWeights> WanDit::Impl::load_block(const WeightFn& w, int
   auto linear = [&](const std::string& name, const std::vector<std::string>& parts,
                     LinearSplit split, GemmEpilogue epilogue = GemmEpilogue::kNone) {
     std::vector<Tensor> ws, bs;
-    for (const auto& p : parts) ws.push_back(W(p)), bs.push_back(B(p));
-    return Linear::build(b + name, ws, bs, cd, epilogue, split, tp);
+    std::vector<float> fp8_scales;
+    if (fp8_fn) {  // kept fp8 when every part is stored as fp8
+      for (const auto& p : parts) {
+        std::optional<Fp8Tensor> f = fp8_fn(b + p + ".weight");
+        if (!f) break;
+        ws.push_back(f->codes);
+        fp8_scales.push_back(f->scale);
+      }
+      if (fp8_scales.size() != parts.size()) ws.clear(), fp8_scales.clear();
+    }
+    for (const auto& p : parts) {
+      if (fp8_scales.empty()) ws.push_back(W(p));
+      bs.push_back(B(p));
+    }
+    return Linear::build(b + name, ws, bs, cd, epilogue, split, tp, fp8_scales);
   };
   constexpr LinearSplit kCol = LinearSplit::kColumn, kRow = LinearSplit::kRow;
   bw.qkv = linear("self_attn.qkv", {"self_attn.q", "self_attn.k", "self_attn.v"}, kCol);
@@ -112,12 +125,13 @@ size_t DitBlockWeights::bytes() const {
   return n;
 }
 
-double WanDit::block_weight_bytes(const DitConfig& c, Precision precision, int tp) {
+double WanDit::block_weight_bytes(const DitConfig& c, Precision precision, int tp, bool fp8) {
   const double d = static_cast<double>(c.dim), f = static_cast<double>(c.ffn_dim);
   double matrices = 8 * d * d + 2 * d * f;  // q, k, v, o, cross q, k, v, o; FFN in and out
   if (c.kind == DitKind::kI2V) matrices += 2 * d * d;
-  const double item = static_cast<double>(
-      gemm_weight_item_bytes(precision == Precision::kBF16 ? DType::kBF16 : DType::kF32));
+  const double item = fp8 ? 1.0
+                          : static_cast<double>(gemm_weight_item_bytes(
+                                precision == Precision::kBF16 ? DType::kBF16 : DType::kF32));
   // Biases stay f32 in the GEMM; norm weights and modulation are f32 vectors.
   return matrices / tp * item + (14 + 6) * d * 4;
 }
@@ -165,10 +179,14 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision,
   // through a window of two (the one in use and the next, loaded meanwhile), or one when only
   // one fits.
   const int n = static_cast<int>(config.num_layers);
+  // fp8 kept only where the checkpoint stores fp8 (a block's FFN weight says which).
+  m.fp8_fn = residency.fp8;
+  const bool fp8 =
+      config.num_layers > 0 && residency.fp8 && residency.fp8("blocks.0.ffn.0.weight").has_value();
   int pinned = n, window = 0;
   if (residency.budget_bytes > 0) {
     const double stem = static_cast<double>(m.stem_bytes());
-    const double block = block_weight_bytes(config, precision, m.tp.size);
+    const double block = block_weight_bytes(config, precision, m.tp.size, fp8);
     const double room = static_cast<double>(residency.budget_bytes) - stem;
     const auto fit = static_cast<int64_t>(std::max(0.0, std::floor(room / block)));
     if (fit < 1)
@@ -182,7 +200,7 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision,
     }
     m.weights_fn = w;  // read again by the loader thread (the caller keeps its source alive)
   }
-  m.block_bytes_estimate = block_weight_bytes(config, precision, m.tp.size);
+  m.block_bytes_estimate = block_weight_bytes(config, precision, m.tp.size, fp8);
   Impl* impl = &m;
   PrefetchStream<DitBlockWeights>::LoadFn load;
   if (residency.budget_bytes > 0) {

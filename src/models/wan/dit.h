@@ -12,11 +12,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/exec_context.h"
 #include "core/tensor.h"
+#include "io/comfy_fp8.h"  // Fp8Tensor
 #include "models/wan/dit_config.h"
 
 namespace vidax::sparse {
@@ -60,6 +62,11 @@ using WeightFn = std::function<Tensor(const std::string& official_name)>;
 // model. A budget below the embeddings and head plus one block is an InputError.
 struct WeightResidency {
   int64_t budget_bytes = 0;
+  // When set, the blocks' linear weights stored as fp8 (F8_E4M3 / F8_E5M2, ComfyUI's scaled fp8
+  // files) stay fp8 in memory, half of bf16 (kernels/cpu/gemm.h PackedLinear::fp8): this gives
+  // the codes and scale of such a weight (nullopt for one stored otherwise, which is converted
+  // as usual). Unset: fp8 weights are converted to the compute dtype at load.
+  std::function<std::optional<Fp8Tensor>(const std::string&)> fp8;
 };
 
 // What the streamed blocks cost: loads done so far, the time they took (on the loader thread)
@@ -88,8 +95,10 @@ class WanDit {
   // Bytes held in packed/converted weights (with a budget: at most, the streamed window full).
   size_t weight_bytes() const;
   WeightStreamStats weight_stream_stats() const;
-  // One block's packed weight bytes under tensor parallelism `tp` (from the shapes).
-  static double block_weight_bytes(const DitConfig& config, Precision precision, int tp = 1);
+  // One block's packed weight bytes under tensor parallelism `tp` (from the shapes); `fp8`:
+  // its linears kept fp8 (one byte per weight).
+  static double block_weight_bytes(const DitConfig& config, Precision precision, int tp = 1,
+                                   bool fp8 = false);
 
   // Self-attention policy for the following forward calls (sparse/attention_policy.h); null
   // (the default) or a plan whose groups are all dense runs the dense path unchanged. With

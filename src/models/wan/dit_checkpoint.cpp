@@ -139,4 +139,11 @@ std::function<Tensor(const std::string&)> shared_loader(std::shared_ptr<const Di
       [ck = std::move(ck), load = std::move(load)](const std::string& name) { return load(name); };
 }
 
+std::function<std::optional<Fp8Tensor>(const std::string&)> shared_fp8_loader(
+    std::shared_ptr<const DitCheckpoint> ck) {
+  auto load = ck->fp8_loader();
+  return
+      [ck = std::move(ck), load = std::move(load)](const std::string& name) { return load(name); };
+}
+
 }  // namespace vidax::wan

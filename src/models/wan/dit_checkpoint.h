@@ -43,9 +43,9 @@ class DitCheckpoint : private Checkpoint {
   // Throws InputError naming the first problems when the checkpoint cannot be loaded.
   void require_loadable() const;
 
-  using Checkpoint::file_name, Checkpoint::get, Checkpoint::loader, Checkpoint::missing,
-      Checkpoint::path, Checkpoint::shape_mismatches, Checkpoint::source, Checkpoint::unexpected,
-      Checkpoint::unsupported_dtype;
+  using Checkpoint::file_name, Checkpoint::get, Checkpoint::get_fp8, Checkpoint::fp8_loader,
+      Checkpoint::loader, Checkpoint::missing, Checkpoint::path, Checkpoint::shape_mismatches,
+      Checkpoint::source, Checkpoint::unexpected, Checkpoint::unsupported_dtype;
 
  private:
   DitConfig config_;
@@ -55,5 +55,9 @@ class DitCheckpoint : private Checkpoint {
 // A weight function that keeps `ck` open for as long as the function exists: what a model whose
 // blocks are streamed (WeightResidency in dit.h) needs, as it reads them again at every forward.
 std::function<Tensor(const std::string&)> shared_loader(std::shared_ptr<const DitCheckpoint> ck);
+
+// The fp8 codes and scale of a weight stored as fp8, keeping `ck` open (WeightResidency::fp8).
+std::function<std::optional<Fp8Tensor>(const std::string&)> shared_fp8_loader(
+    std::shared_ptr<const DitCheckpoint> ck);
 
 }  // namespace vidax::wan

@@ -17,7 +17,9 @@ WeightFn random_dit_weights(const DitConfig& config, DType dtype, uint64_t seed)
 
 // Writes those weights as an official-layout safetensors file with the config in its metadata,
 // one tensor in memory at a time (a 14B model's 28.6 GB in bf16 need not fit in memory);
-// atomically (io/safetensors.h).
+// atomically (io/safetensors.h). dtype F8_E4M3 writes ComfyUI's scaled-fp8 form instead: the
+// `model.diffusion_model.` prefix, every linear weight as e4m3 codes (nearest) with a per-tensor
+// `.scale_weight` = max |w| / 448, the other tensors bf16, and the `scaled_fp8` marker.
 void write_random_dit_checkpoint(const std::string& path, const DitConfig& config, DType dtype,
                                  uint64_t seed);
 

@@ -1,0 +1,77 @@
+// fp8 weights kept fp8 (WeightResidency::fp8) on a ComfyUI scaled-fp8 file written by
+// write_random_dit_checkpoint: the blocks hold half the bytes of bf16; the prediction equals
+// the converted-at-load model's within the weights' bf16 rounding (bf16) or f32 rounding
+// (fp32), t2v and i2v; streamed under a budget it is bit for bit the resident fp8 model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/wan/dit.h"
+#include "models/wan/dit_checkpoint.h"
+#include "models/wan/dit_random.h"
+#include "support/test_support.h"
+
+namespace vidax::wan {
+namespace {
+
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
+    m = std::max(m, static_cast<double>(std::fabs(b[i])));
+  }
+  return d / m;
+}
+
+TEST(WanDitFp8, KeptFp8MatchesConvertedAndHalvesTheBlocks) {
+  vidax::testing::TempDir dir;
+  for (bool i2v : {false, true}) {
+    DitConfig c;
+    c.kind = i2v ? DitKind::kI2V : DitKind::kT2V;
+    c.dim = 256, c.num_heads = 2, c.ffn_dim = 384, c.num_layers = 3, c.text_len = 8;
+    c.text_dim = 16, c.freq_dim = 16, c.in_dim = i2v ? 36 : 16;
+    const std::string path = dir.file(i2v ? "i2v_fp8.safetensors" : "t2v_fp8.safetensors");
+    write_random_dit_checkpoint(path, c, DType::kF8E4M3, 11);
+    const auto ck = std::make_shared<const DitCheckpoint>(DitCheckpoint::open(path));
+    ck->require_loadable();
+    EXPECT_EQ(ck->layout(), DitLayout::kComfyUI);
+    DitSample s;
+    s.x = vidax::testing::random_tensor(Shape{16, 2, 4, 6}, 1);
+    if (i2v) {
+      s.y = vidax::testing::random_tensor(Shape{20, 2, 4, 6}, 2);
+      s.clip_fea = vidax::testing::random_tensor(Shape{1, 7, 1280}, 3);
+    }
+    s.context = vidax::testing::random_tensor(Shape{3, 16}, 4);
+    s.t = Tensor::from_floats(std::vector<float>{700.0f}, Shape{1});
+    for (Precision p : {Precision::kFP32, Precision::kBF16}) {
+      WanDit converted(c, ck->loader(), p);
+      WeightResidency keep;
+      keep.fp8 = shared_fp8_loader(ck);
+      WanDit kept(c, shared_loader(ck), p, {}, keep);
+      DitConfig stem_config = c;
+      stem_config.num_layers = 0;
+      const auto stem = static_cast<double>(WanDit(stem_config, ck->loader(), p).weight_bytes());
+      const double blocks_converted = static_cast<double>(converted.weight_bytes()) - stem;
+      const double blocks_kept = static_cast<double>(kept.weight_bytes()) - stem;
+      // One byte per weight against 2 (bf16) or 4 (f32), the vectors aside.
+      EXPECT_LT(blocks_kept, (p == Precision::kBF16 ? 0.55 : 0.28) * blocks_converted);
+      const auto want = converted.forward(s).to_float_vector();
+      const auto got = kept.forward(s).to_float_vector();
+      EXPECT_LE(rel_diff(got, want), p == Precision::kBF16 ? 3e-2 : 1e-4)
+          << (i2v ? "i2v" : "t2v") << (p == Precision::kBF16 ? " bf16" : " fp32");
+      // Streamed under a budget of about two blocks: bitwise the resident fp8 model.
+      WeightResidency budget = keep;
+      budget.budget_bytes =
+          static_cast<int64_t>(stem + 2.5 * WanDit::block_weight_bytes(c, p, 1, true));
+      WanDit streamed(c, shared_loader(ck), p, {}, budget);
+      EXPECT_GT(streamed.weight_stream_stats().streamed_blocks, 0);
+      EXPECT_EQ(streamed.forward(s).to_float_vector(), got);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vidax::wan
