@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 
@@ -66,6 +67,30 @@ struct LoadF16 {
     auto bits = hn::IfThenElse(hn::RebindMask(du, hn::Lt(em_i, hn::Set(di, 0x400))), tiny, normal);
     bits = hn::IfThenElse(hn::RebindMask(du, hn::Gt(em_i, hn::Set(di, 0x7bff))), special, bits);
     return hn::BitCast(DF(), hn::Or(bits, sign));
+  }
+};
+
+// e4m3fn (ComfyUI's fp8): exact in f32. Normal codes move their fields into place and rebias the
+// exponent by 127 - 7; exponent 0 is m x 2^-9; 0x7f / 0xff are NaN (the canonical quiet NaN, as
+// the scalar table gives).
+struct LoadF8E4M3 {
+  using T = uint8_t;
+  static VF load(const T* p) {
+    const DU32 du;
+    const DI32 di;
+    const auto b = hn::PromoteTo(du, hn::LoadU(hn::Rebind<uint8_t, DF>(), p));
+    const auto sign = hn::ShiftLeft<24>(hn::And(b, hn::Set(du, 0x80u)));
+    const auto em = hn::And(b, hn::Set(du, 0x7fu));
+    const auto em_i = hn::BitCast(di, em);
+    const auto normal = hn::Add(hn::ShiftLeft<20>(em), hn::Set(du, 120u << 23));
+    const auto tiny =
+        hn::BitCast(du, hn::Mul(hn::ConvertTo(DF(), em_i), hn::Set(DF(), 1.0f / 512.0f)));
+    auto bits = hn::Or(
+        hn::IfThenElse(hn::RebindMask(du, hn::Lt(em_i, hn::Set(di, 8))), tiny, normal), sign);
+    bits = hn::IfThenElse(hn::RebindMask(du, hn::Eq(em_i, hn::Set(di, 0x7f))),
+                          hn::BitCast(du, hn::Set(DF(), std::numeric_limits<float>::quiet_NaN())),
+                          bits);
+    return hn::BitCast(DF(), bits);
   }
 };
 
@@ -155,6 +180,11 @@ void convert_to(const void* src, void* dst, DType dst_dtype, size_t n) {
 }
 
 }  // namespace
+
+// e4m3 source, F32 / BF16 / F16 destination.
+void ConvertF8E4M3(const void* src, void* dst, DType dst_dtype, size_t n) {
+  convert_to<LoadF8E4M3>(src, dst, dst_dtype, n);
+}
 
 // Source and destination are F32, BF16 or F16 (the caller routes F8 and same-type copies).
 void ConvertFloats16And32(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n) {
@@ -257,6 +287,7 @@ bool is_f8(DType t) { return t == DType::kF8E4M3 || t == DType::kF8E5M2; }
 }  // namespace
 
 HWY_EXPORT(ConvertFloats16And32);
+HWY_EXPORT(ConvertF8E4M3);
 
 void convert_floats_reference(const void* src, DType src_dtype, void* dst, DType dst_dtype,
                               size_t n) {
@@ -270,6 +301,8 @@ void convert_floats_serial(const void* src, DType src_dtype, void* dst, DType ds
   if (n == 0) return;
   if (src_dtype == dst_dtype) {
     std::memcpy(dst, src, n * dtype_size(src_dtype));
+  } else if (src_dtype == DType::kF8E4M3) {
+    HWY_DYNAMIC_DISPATCH(ConvertF8E4M3)(src, dst, dst_dtype, n);
   } else if (is_f8(src_dtype)) {
     convert_f8(src, src_dtype, dst, dst_dtype, n);
   } else {

@@ -17,6 +17,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -45,7 +46,11 @@ class PrefetchStream {
   // Loads the pinned items [0, pinned) now, on this thread, then starts the loader on the first
   // streamed one. Needs 0 <= pinned <= n and, when pinned < n, window >= 1.
   PrefetchStream(int n, int pinned, int window, LoadFn load)
-      : n_(n), pinned_(pinned), window_(window), load_(std::move(load)), items_(n) {
+      : n_(n),
+        pinned_(pinned),
+        window_(std::min(window, n - pinned)),  // no more slots than streamed items
+        load_(std::move(load)),
+        items_(n) {
     VIDAX_CHECK(n >= 0 && pinned >= 0 && pinned <= n && (pinned == n || window >= 1),
                 "PrefetchStream: n ", n, ", pinned ", pinned, ", window ", window);
     for (int i = 0; i < pinned_; ++i) items_[static_cast<size_t>(i)] = timed_load(i);
@@ -77,8 +82,11 @@ class PrefetchStream {
     VIDAX_CHECK(i >= 0 && i < n_, "PrefetchStream::acquire(", i, ") of ", n_);
     if (i < pinned_) return *items_[static_cast<size_t>(i)];
     std::unique_lock<std::mutex> lock(mu_);
-    if (!items_[static_cast<size_t>(i)] && !(loading_ == i && generation_ == load_generation_) &&
-        cursor_ != i) {
+    // Wait for the loader only when i is loading, or next and there is room in the window for
+    // it (the window may be full of items loaded ahead that this caller skips).
+    const bool coming = (loading_ == i && generation_ == load_generation_) ||
+                        (cursor_ == i && outstanding_ < window_ && !error_);
+    if (!items_[static_cast<size_t>(i)] && !coming) {
       // Not what the loader is heading for: drop what it loaded ahead, restart it at i.
       for (int j = pinned_; j < n_; ++j) items_[static_cast<size_t>(j)].reset();
       outstanding_ = 0;
@@ -93,7 +101,8 @@ class PrefetchStream {
     if (!items_[static_cast<size_t>(i)]) {
       std::exception_ptr e = error_;
       error_ = nullptr;
-      // The next acquire restarts the loader at the item it asks for.
+      // The next acquire restarts the loader at the item it asks for, with an empty window.
+      for (int j = pinned_; j < n_; ++j) items_[static_cast<size_t>(j)].reset();
       ++generation_;
       cursor_ = -1;
       outstanding_ = 0;
@@ -139,9 +148,19 @@ class PrefetchStream {
   void run() {
     omp_set_num_threads(1);
     std::unique_lock<std::mutex> lock(mu_);
+    int skipped = 0;
     for (;;) {
       cv_.wait(lock, [&] { return stop_ || (cursor_ >= 0 && outstanding_ < window_ && !error_); });
       if (stop_) return;
+      if (items_[static_cast<size_t>(cursor_)]) {  // still loaded (used out of order): skip it
+        cursor_ = cursor_ + 1 < n_ ? cursor_ + 1 : pinned_;
+        if (++skipped >= n_ - pinned_) {  // every streamed item is loaded: wait for a change
+          cv_.wait(lock);
+          skipped = 0;
+        }
+        continue;
+      }
+      skipped = 0;
       const int i = cursor_;
       const uint64_t generation = generation_;
       loading_ = i;
