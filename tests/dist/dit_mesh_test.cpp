@@ -178,7 +178,8 @@ TEST(DitMesh, TensorParallelShardsHoldTheirShareOfTheWeights) {
 }
 
 // fp8 weights kept fp8 and split over tp (each rank its slice of the codes, the scales with
-// them): the single-process fp8 model's result (fp32, within the reordered sums).
+// them): the single-process fp8 model's result (fp32, within the reordered sums); streamed
+// under a one-block budget, bitwise the resident shard.
 TEST(DitMesh, TensorParallelKeepsFp8Weights) {
   const wan::DitConfig c = config();
   const std::string path =
@@ -196,7 +197,20 @@ TEST(DitMesh, TensorParallelKeepsFp8Weights) {
     ExecContext ctx;
     ctx.mesh = &mesh;
     wan::WanDit shard(c, wan::shared_loader(ck), wan::Precision::kFP32, ctx, keep);
-    EXPECT_LE(rel_diff(shard.forward(sample(false)), ref), 1e-5) << spec.str();
+    const Tensor got = shard.forward(sample(false));
+    EXPECT_LE(rel_diff(got, ref), 1e-5) << spec.str();
+    // The same shard streamed under a budget of one block: bit for bit.
+    wan::WeightResidency stream = keep;
+    wan::DitConfig stem_config = c;
+    stem_config.num_layers = 0;
+    const double stem = static_cast<double>(
+        wan::WanDit(stem_config, wan::shared_loader(ck), wan::Precision::kFP32).weight_bytes());
+    stream.budget_bytes = static_cast<int64_t>(
+        stem + 1.5 * wan::WanDit::block_weight_bytes(c, wan::Precision::kFP32, spec.tp, true));
+    wan::WanDit streamed(c, wan::shared_loader(ck), wan::Precision::kFP32, ctx, stream);
+    EXPECT_EQ(streamed.weight_stream_stats().streamed_blocks, c.num_layers) << spec.str();
+    EXPECT_EQ(streamed.forward(sample(false)).to_float_vector(), got.to_float_vector())
+        << spec.str();
   }
   world().barrier();
   if (world().rank() == 0) std::remove(path.c_str());
