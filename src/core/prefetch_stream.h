@@ -8,9 +8,10 @@
 //
 // Use out of order (a forward that stopped half-way, then a new one from item 0) is allowed: the
 // stream drops what it loaded ahead and restarts its cursor at the item asked for. A load that
-// throws is rethrown by the acquire() that needed it. The loads run on one thread with one
-// OpenMP thread (the caller's kernels keep the cores). Counters say how long acquire() waited and
-// how long the loads took, so a run can report the share of its time spent waiting for weights.
+// throws is rethrown by the acquire() that needed it. The loads run on one thread with its own
+// OpenMP team of `loader_threads` (it shares the cores with the caller's kernels). Counters say how
+// long acquire() waited and how long the loads took, so a run can report the share of its time
+// spent waiting for weights.
 //
 // Thread-safety: acquire/release/stats from one consumer thread; the loader runs on its own.
 #pragma once
@@ -44,9 +45,11 @@ class PrefetchStream {
   using LoadFn = std::function<std::unique_ptr<T>(int index)>;
 
   // Loads the pinned items [0, pinned) now, on this thread, then starts the loader on the first
-  // streamed one. Needs 0 <= pinned <= n and, when pinned < n, window >= 1.
-  PrefetchStream(int n, int pinned, int window, LoadFn load)
-      : n_(n),
+  // streamed one, with `loader_threads` OpenMP threads. Needs 0 <= pinned <= n and, when
+  // pinned < n, window >= 1.
+  PrefetchStream(int n, int pinned, int window, LoadFn load, int loader_threads = 1)
+      : loader_threads_(std::max(1, loader_threads)),
+        n_(n),
         pinned_(pinned),
         window_(std::min(window, n - pinned)),  // no more slots than streamed items
         load_(std::move(load)),
@@ -146,7 +149,7 @@ class PrefetchStream {
   }
 
   void run() {
-    omp_set_num_threads(1);
+    omp_set_num_threads(loader_threads_);
     std::unique_lock<std::mutex> lock(mu_);
     int skipped = 0;
     for (;;) {
@@ -188,6 +191,7 @@ class PrefetchStream {
     }
   }
 
+  const int loader_threads_;
   const int n_, pinned_, window_;
   LoadFn load_;
   mutable std::mutex mu_;

@@ -5,12 +5,12 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "core/prefetch_stream.h"
-
+#include <omp.h>
 #include <unistd.h>
 
 #include "core/byte_size.h"
 #include "core/convert.h"
+#include "core/prefetch_stream.h"
 #include "dist/mesh.h"
 #include "kernels/cpu/elementwise.h"
 #include "models/wan/dit_impl.h"
@@ -208,7 +208,10 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision,
   } else {  // every block is loaded here, before the constructor returns
     load = [impl, &w](int i) { return impl->load_block(w, i); };
   }
-  m.blocks = std::make_unique<PrefetchStream<DitBlockWeights>>(n, pinned, window, std::move(load));
+  // The loader packs with as many threads as the compute: on the 2-core machine that was faster
+  // than one at 512 and at 1,950 tokens (docs/results/2026-12-04-weights.md, section 5).
+  m.blocks = std::make_unique<PrefetchStream<DitBlockWeights>>(n, pinned, window, std::move(load),
+                                                               omp_get_max_threads());
 }
 
 WanDit::~WanDit() = default;
