@@ -17,11 +17,12 @@ void tp_reduce_rows(dist::Group& tp, float* y, int64_t rows, int64_t n, const fl
   }
 }
 
-void tp_rms_norm(dist::Group& tp, float* x, int64_t rows, int64_t local_dim, int64_t stride,
+void tp_rms_norm(dist::Group* tp, float* x, int64_t rows, int64_t local_dim, int64_t stride,
                  int64_t full_dim, const float* weight, float eps, Buffer<float>& sums) {
-  VIDAX_CHECK(local_dim * tp.size() == full_dim, "tp_rms_norm: ", local_dim, " columns x ",
-              tp.size(), " ranks != ", full_dim);
-  if (tp.size() == 1) {
+  const int ranks = tp != nullptr ? tp->size() : 1;
+  VIDAX_CHECK(local_dim * ranks == full_dim, "tp_rms_norm: ", local_dim, " columns x ", ranks,
+              " ranks != ", full_dim);
+  if (ranks == 1) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r)
       rms_norm_rows(x + r * stride, x + r * stride, 1, local_dim, weight, eps);
@@ -35,7 +36,7 @@ void tp_rms_norm(dist::Group& tp, float* x, int64_t rows, int64_t local_dim, int
     for (int64_t i = 0; i < local_dim; ++i) sq += static_cast<double>(xr[i]) * xr[i];
     sums.data()[r] = static_cast<float>(sq);
   }
-  tp.all_reduce(sums.data(), rows, DType::kF32, dist::ReduceOp::kSum);
+  tp->all_reduce(sums.data(), rows, DType::kF32, dist::ReduceOp::kSum);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     float* xr = x + r * stride;

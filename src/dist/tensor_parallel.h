@@ -25,8 +25,9 @@ void tp_reduce_rows(dist::Group& tp, float* y, int64_t rows, int64_t n, const fl
 // x [rows, local_dim] with row `stride`: this rank's slice of rows of `full_dim` features;
 // weight [local_dim] is the slice of the norm's weight. In place:
 //   x *= weight / sqrt(sum over all ranks' columns of x^2 / full_dim + eps)
-// `sums` is scratch ([rows] floats).
-void tp_rms_norm(dist::Group& tp, float* x, int64_t rows, int64_t local_dim, int64_t stride,
+// `tp` null (one process) or of size 1: the single-process rms_norm_rows per row. `sums` is
+// scratch ([rows] floats).
+void tp_rms_norm(dist::Group* tp, float* x, int64_t rows, int64_t local_dim, int64_t stride,
                  int64_t full_dim, const float* weight, float eps, Buffer<float>& sums);
 
 }  // namespace vidax

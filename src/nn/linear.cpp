@@ -84,63 +84,42 @@ Linear Linear::build(const std::string& name, const std::vector<Tensor>& weights
               shard.rank, " of ", shard.size);
   VIDAX_CHECK(fp8_scales.empty() || fp8_scales.size() == weights.size(), name, ": ",
               fp8_scales.size(), " fp8 scales for ", weights.size(), " parts");
-  if (!fp8_scales.empty()) {
-    // This rank's slice of each part (as below), kept fp8.
-    std::vector<Tensor> parts, b_parts;
-    for (size_t i = 0; i < weights.size(); ++i) {
-      const Tensor& w = weights[i];
-      if (w.rank() != 2) throw_input_error(name, ": expected a [N, K] weight, got ", w.describe());
-      if (shard.size == 1 || split == LinearSplit::kReplicated) {
-        parts.push_back(w);
-        if (!biases.empty()) b_parts.push_back(biases[i]);
-      } else if (split == LinearSplit::kColumn) {
-        const auto [b, e] = shard_range(name, w.dim(0), shard);
-        parts.push_back(w.slice(0, b, e));
-        if (!biases.empty()) b_parts.push_back(biases[i].contiguous().slice(0, b, e));
-      } else {
-        if (weights.size() != 1) throw_input_error(name, ": a row-split linear has one weight");
-        const auto [b, e] = shard_range(name, w.dim(1), shard);
-        parts.push_back(w.slice(1, b, e));
-      }
-    }
-    std::vector<float> row_scale;
-    const Tensor codes = stack_codes(name, parts, fp8_scales, row_scale);
-    if (split == LinearSplit::kRow && shard.size > 1) {
-      if (epilogue != GemmEpilogue::kNone)
-        throw_input_error(name, ": a row-split linear cannot fuse an activation");
-      Linear out(PackedLinear::fp8(codes, std::move(row_scale), Tensor(), compute, epilogue),
-                 split);
-      if (!biases.empty()) out.bias_after_reduce_ = biases.front().to_float_vector();
-      return out;
-    }
-    return Linear(
-        PackedLinear::fp8(codes, std::move(row_scale), stack_vectors(b_parts), compute, epilogue),
-        split);
-  }
   for (const auto& w : weights)
     if (w.rank() != 2) throw_input_error(name, ": expected a [N, K] weight, got ", w.describe());
-  if (shard.size == 1 || split == LinearSplit::kReplicated)
-    return Linear(
-        PackedLinear(stack_rows(name, weights, compute), stack_vectors(biases), compute, epilogue),
-        split);
-  if (split == LinearSplit::kColumn) {
-    std::vector<Tensor> w_parts, b_parts;
-    for (size_t i = 0; i < weights.size(); ++i) {
-      const auto [b, e] = shard_range(name, weights[i].dim(0), shard);
-      w_parts.push_back(weights[i].slice(0, b, e));
-      if (!biases.empty()) b_parts.push_back(biases[i].contiguous().slice(0, b, e));
-    }
-    return Linear(
-        PackedLinear(stack_rows(name, w_parts, compute), stack_vectors(b_parts), compute, epilogue),
-        split);
-  }
-  if (weights.size() != 1) throw_input_error(name, ": a row-split linear has one weight");
-  if (epilogue != GemmEpilogue::kNone)
+  // This rank's slice of every part (views of the source tensors), and of the biases; a row
+  // split under tp keeps its bias out of the GEMM, for after the reduction.
+  const bool sliced = shard.size > 1 && split != LinearSplit::kReplicated;
+  const bool row = sliced && split == LinearSplit::kRow;
+  if (row && weights.size() != 1) throw_input_error(name, ": a row-split linear has one weight");
+  if (row && epilogue != GemmEpilogue::kNone)
     throw_input_error(name, ": a row-split linear cannot fuse an activation (it acts on the sum)");
-  const auto [b, e] = shard_range(name, weights.front().dim(1), shard);
-  Linear out(PackedLinear(weights.front().slice(1, b, e).contiguous(), Tensor(), compute, epilogue),
-             split);
-  if (!biases.empty()) out.bias_after_reduce_ = biases.front().to_float_vector();
+  std::vector<Tensor> parts, b_parts;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const Tensor& w = weights[i];
+    if (!sliced) {
+      parts.push_back(w);
+      if (!biases.empty()) b_parts.push_back(biases[i]);
+    } else if (!row) {
+      const auto [b, e] = shard_range(name, w.dim(0), shard);
+      parts.push_back(w.slice(0, b, e));
+      if (!biases.empty()) b_parts.push_back(biases[i].contiguous().slice(0, b, e));
+    } else {
+      const auto [b, e] = shard_range(name, w.dim(1), shard);
+      parts.push_back(w.slice(1, b, e).contiguous());
+    }
+  }
+  const Tensor gemm_bias = row ? Tensor() : stack_vectors(b_parts);
+  Linear out;
+  if (fp8_scales.empty()) {
+    out =
+        Linear(PackedLinear(stack_rows(name, parts, compute), gemm_bias, compute, epilogue), split);
+  } else {  // the codes stay fp8, each part with its own scale
+    std::vector<float> row_scale;
+    const Tensor codes = stack_codes(name, parts, fp8_scales, row_scale);
+    out =
+        Linear(PackedLinear::fp8(codes, std::move(row_scale), gemm_bias, compute, epilogue), split);
+  }
+  if (row && !biases.empty()) out.bias_after_reduce_ = biases.front().to_float_vector();
   return out;
 }
 

@@ -231,10 +231,8 @@ void write_full_size_random_model(const std::string& dir_text, const std::string
   };
   auto write_dit = [&](const fs::path& sub, uint64_t dit_seed) {
     fs::create_directories(sub, ec);
-    write_safetensors_lazy(
-        (sub / "diffusion_pytorch_model.safetensors").string(),
-        lazy(wan::dit_tensor_decls(*dit), wan::random_dit_weights(*dit, DType::kBF16, dit_seed),
-             DType::kBF16));
+    wan::write_random_dit_checkpoint((sub / "diffusion_pytorch_model.safetensors").string(), *dit,
+                                     DType::kBF16, dit_seed);
     write_text(sub / "config.json", dit->to_json());
   };
   if (experts) {

@@ -146,22 +146,29 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
 
   // The text encoder runs on the real tokens only; 512 is the worst case.
   const double t5_weights = static_cast<double>(wan::T5Encoder::weight_bytes(tc, o.precision));
-  // The DiT's blocks divide over tensor-parallel ranks; a weights budget caps what stays.
+  // The DiT's blocks divide over tensor-parallel ranks, are one byte per weight when an fp8
+  // checkpoint is kept fp8, and a weights budget caps what stays.
   const int tp = o.ctx.mesh != nullptr ? o.ctx.mesh->spec().tp : 1;
-  const double block_bytes = wan::WanDit::block_weight_bytes(dc, o.precision, 1);
+  const bool fp8 =
+      o.keep_fp8 && dc.num_layers > 0 && dit.get_fp8("blocks.0.ffn.0.weight").has_value();
   const double layers = static_cast<double>(dc.num_layers);
-  double dit_weights = static_cast<double>(wan::dit_parameter_count(dc)) *
-                           (o.precision == wan::Precision::kBF16 ? 2.0 : 4.0) -
-                       layers * block_bytes * (1.0 - 1.0 / tp);
+  const double stem = static_cast<double>(wan::dit_parameter_count(dc)) *
+                          (o.precision == wan::Precision::kBF16 ? 2.0 : 4.0) -
+                      layers * wan::WanDit::block_weight_bytes(dc, o.precision, 1);
+  double dit_weights = stem + layers * wan::WanDit::block_weight_bytes(dc, o.precision, tp, fp8);
   if (o.weights_budget > 0)
     dit_weights = std::min(dit_weights, static_cast<double>(o.weights_budget));
-  // Where bf16 GEMMs widen (no AMX, or VIDAX_GEMM=widened: kernels/cpu/gemm.h), each call
-  // widens its weight into a per-thread f32 scratch as large as the largest matrix.
+  // Where bf16 GEMMs widen (no AMX, or VIDAX_GEMM=widened: kernels/cpu/gemm.h) or fp8 weights are
+  // kept, each call widens its weight into a per-thread scratch as large as the largest matrix
+  // (f32 when widened, else the compute dtype).
   double dit_widen_scratch = 0;
-  if (o.precision == wan::Precision::kBF16 && gemm_widens_bf16()) {
+  const bool widens = o.precision == wan::Precision::kBF16 && gemm_widens_bf16();
+  if (widens || fp8) {
+    const double item = widens || o.precision == wan::Precision::kFP32 ? 4.0 : 2.0;
     for (const auto& d : wan::dit_tensor_decls(dc))
       if (d.shape.rank() == 2)
-        dit_widen_scratch = std::max(dit_widen_scratch, 4.0 * static_cast<double>(d.shape.numel()));
+        dit_widen_scratch =
+            std::max(dit_widen_scratch, item * static_cast<double>(d.shape.numel()) / tp);
   }
   wan::VaeDecodeOptions tiling;
   tiling.tile_h = tiling.tile_w = o.vae_tile;
@@ -341,13 +348,8 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
     auto make_dit = [&](const std::string& path) {
       if (progress.enabled()) progress.message("loading the diffusion transformer " + path);
       const auto ck = std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(path));
-      wan::WeightResidency residency;
-      residency.budget_bytes = o.weights_budget;
-      if (o.keep_fp8) residency.fp8 = wan::shared_fp8_loader(ck);
       auto dit = std::make_unique<wan::WanDit>(
-          ck->config(), o.weights_budget > 0 ? wan::shared_loader(ck) : ck->loader(), o.precision,
-          o.ctx, residency);
-      ck->source().release_resident_pages();
+          wan::open_dit(ck, o.precision, o.ctx, o.weights_budget, o.keep_fp8));
       dit->set_attention(attention->name() == "dense" ? nullptr : attention,
                          o.attention_diagnostics);
       return dit;

@@ -20,6 +20,7 @@
 #include "models/wan/dit_random.h"
 #include "sparse/attention_policy.h"
 #include "sparse/west_policy.h"
+#include "support/test_support.h"
 
 namespace vidax::dist {
 namespace {
@@ -55,16 +56,6 @@ wan::DitSample sample(bool per_token) {
   s.step = 4;
   s.steps = 10;
   return s;
-}
-
-double rel_diff(const Tensor& a, const Tensor& b) {
-  const auto x = a.to_float_vector(), y = b.to_float_vector();
-  double d = 0, m = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    d = std::max(d, static_cast<double>(std::fabs(x[i] - y[i])));
-    m = std::max(m, static_cast<double>(std::fabs(y[i])));
-  }
-  return d / m;
 }
 
 // Every (ring, ulysses, tp) with ring * ulysses * tp = world size and ulysses * tp dividing the
@@ -145,7 +136,7 @@ TEST(DitMesh, EveryMeshAndPolicyEqualsOneProcess) {
           // sums and the q/k norm statistics), which bf16 roundings downstream amplify.
           const bool reordered = spec.ring > 1 || spec.tp > 1;
           const double tol = reordered ? (p == wan::Precision::kBF16 ? 5e-3 : 1e-5) : 1e-6;
-          EXPECT_LE(rel_diff(got, ref), tol)
+          EXPECT_LE(vidax::testing::max_rel_diff(got, ref), tol)
               << spec.str() << " " << policy << (per_token ? " per-token t" : "")
               << (p == wan::Precision::kBF16 ? " bf16" : " fp32");
         }
@@ -198,7 +189,7 @@ TEST(DitMesh, TensorParallelKeepsFp8Weights) {
     ctx.mesh = &mesh;
     wan::WanDit shard(c, wan::shared_loader(ck), wan::Precision::kFP32, ctx, keep);
     const Tensor got = shard.forward(sample(false));
-    EXPECT_LE(rel_diff(got, ref), 1e-5) << spec.str();
+    EXPECT_LE(vidax::testing::max_rel_diff(got, ref), 1e-5) << spec.str();
     // The same shard streamed under a budget of one block: bit for bit.
     wan::WeightResidency stream = keep;
     wan::DitConfig stem_config = c;
@@ -275,7 +266,7 @@ TEST(DitMesh, RanksWithOnlyPaddingRows) {
     Mesh mesh(spec, world());
     std::unique_ptr<wan::WanDit> shard;
     wan::WanDit& ranked = model_for(mesh, model, weights, shard);
-    EXPECT_LE(rel_diff(ranked.forward(s), ref), 1e-5) << spec.str();
+    EXPECT_LE(vidax::testing::max_rel_diff(ranked.forward(s), ref), 1e-5) << spec.str();
     model.set_context({});
   }
 }

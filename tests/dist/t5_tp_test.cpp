@@ -14,6 +14,7 @@
 #include "models/wan/t5_checkpoint.h"
 #include "models/wan/t5_encoder.h"
 #include "models/wan/t5_random.h"
+#include "support/test_support.h"
 
 namespace vidax::dist {
 namespace {
@@ -30,17 +31,6 @@ std::vector<MeshSpec> tp_meshes(int64_t heads) {
     out.push_back(s);
   }
   return out;
-}
-
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-  const auto x = a.to_float_vector(), y = b.to_float_vector();
-  EXPECT_EQ(x.size(), y.size());
-  double d = 0, m = 0;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    d = std::max(d, static_cast<double>(std::fabs(x[i] - y[i])));
-    m = std::max(m, static_cast<double>(std::fabs(y[i])));
-  }
-  return d / m;
 }
 
 Tensor ints(const std::vector<int64_t>& v) {
@@ -65,7 +55,7 @@ TEST(T5TensorParallel, EqualsOneProcessOnRandomWeights) {
       wan::T5Encoder shard(c, weights, p, ctx);
       EXPECT_LT(shard.held_weight_bytes(), whole.held_weight_bytes()) << spec.str();
       const double tol = p == wan::Precision::kBF16 ? 5e-3 : 1e-5;
-      EXPECT_LE(max_rel_diff(shard.forward(ids, mask), ref), tol)
+      EXPECT_LE(vidax::testing::max_rel_diff(shard.forward(ids, mask), ref), tol)
           << spec.str() << (p == wan::Precision::kBF16 ? " bf16" : " fp32");
     }
   }

@@ -40,17 +40,6 @@ Result run_one(const std::string& args) {
 }
 
 // Largest |a - b| relative to max |b|.
-double rel_diff(const Tensor& a, const Tensor& b) {
-  const auto x = a.to_float_vector(), y = b.to_float_vector();
-  EXPECT_EQ(x.size(), y.size());
-  double d = 0, m = 0;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    d = std::max(d, static_cast<double>(std::fabs(x[i] - y[i])));
-    m = std::max(m, static_cast<double>(std::fabs(y[i])));
-  }
-  return d / std::max(m, 1e-30);
-}
-
 // A random Wan DiT folder (weights + config.json) with `heads` heads of width 32.
 std::string write_random_dit(const TempDir& dir, int64_t heads, int64_t layers, uint64_t seed) {
   wan::DitConfig c;
@@ -124,7 +113,7 @@ TEST(MeshCli, RunDitOnTheFixtureEqualsOneProcessAndTheReference) {
     const Result r = run_mpi(c.ranks, common + out + " --mesh " + c.mesh);
     ASSERT_EQ(r.code, 0) << c.mesh << "\n" << r.out;
     const Tensor got = output(out, "out");
-    EXPECT_LE(rel_diff(got, ref), c.tolerance) << c.mesh;
+    EXPECT_LE(vidax::testing::max_rel_diff(got, ref), c.tolerance) << c.mesh;
     EXPECT_TRUE(vidax::testing::all_close(got, io.tensor("call0.out"), 1e-4, 1e-4, c.mesh));
     std::filesystem::remove(out);
   }
@@ -147,7 +136,7 @@ TEST(MeshCli, RunDitOnRandomModelsWithRaggedSequences) {
       const std::string out = dir.file("mesh.safetensors");
       const Result r = run_mpi(c.ranks, common + out + " --mesh " + c.mesh);
       ASSERT_EQ(r.code, 0) << c.mesh << "\n" << r.out;
-      EXPECT_LE(rel_diff(output(out, "out"), ref), c.tolerance)
+      EXPECT_LE(vidax::testing::max_rel_diff(output(out, "out"), ref), c.tolerance)
           << c.mesh << (per_token ? " per-token t" : "");
       std::filesystem::remove(out);
     }
@@ -163,8 +152,8 @@ TEST(MeshCli, Bf16UlyssesEqualsOneProcess) {
   ASSERT_EQ(run_one(common + dir.file("one.safetensors")).code, 0);
   const Result r = run_mpi(3, common + dir.file("mesh.safetensors") + " --mesh ulysses=3");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_LE(rel_diff(output(dir.file("mesh.safetensors"), "out"),
-                     output(dir.file("one.safetensors"), "out")),
+  EXPECT_LE(vidax::testing::max_rel_diff(output(dir.file("mesh.safetensors"), "out"),
+                                         output(dir.file("one.safetensors"), "out")),
             1e-6);
 }
 
@@ -191,7 +180,7 @@ TEST(MeshCli, RunDenoiseWithCfgUlyssesAndRingEqualsOneProcess) {
     const Result r = run_mpi(c.ranks, common + out + " --mesh " + c.mesh);
     ASSERT_EQ(r.code, 0) << c.mesh << "\n" << r.out;
     const Tensor got = output(out, "final_latent");
-    EXPECT_LE(rel_diff(got, ref), c.tolerance) << c.mesh;
+    EXPECT_LE(vidax::testing::max_rel_diff(got, ref), c.tolerance) << c.mesh;
     EXPECT_TRUE(vidax::testing::all_close(got, io.tensor("final_latent"), 1e-4, 1e-4, c.mesh));
     // Progress lines come from rank 0 alone.
     EXPECT_EQ(vidax::testing::count_lines(r.out), 4) << r.out;
@@ -218,14 +207,19 @@ int max_byte_diff(const std::string& a, const std::string& b) {
   return d;
 }
 
+// A tiny random model folder with 2 heads (random-model) in `dir`.
+std::string write_model_folder(const TempDir& dir) {
+  const std::string model = dir.file("model");
+  const Result r = vidax::testing::run_vidax("random-model " + model + " --heads 2 --tokenizer " +
+                                             std::string(VIDAX_SOURCE_DIR) +
+                                             "/tests/data/tokenizer/spiece.model");
+  EXPECT_EQ(r.code, 0) << r.out;
+  return model;
+}
+
 TEST(MeshCli, GenerateWritesTheSameFramesOnEveryMesh) {
   TempDir dir;
-  const std::string model = dir.file("model");
-  ASSERT_EQ(vidax::testing::run_vidax("random-model " + model + " --heads 2 --tokenizer " +
-                                      std::string(VIDAX_SOURCE_DIR) +
-                                      "/tests/data/tokenizer/spiece.model")
-                .code,
-            0);
+  const std::string model = write_model_folder(dir);
   const std::string common = "generate --model " + model +
                              " --prompt 'a red square' --size 64x64 --frames 5 --steps 3 "
                              "--seed 11 --no-hash --precision fp32 ";
@@ -479,12 +473,7 @@ TEST(MeshCli, AStoppedRankIsCaughtByTheCollectiveTimeout) {
 
 TEST(MeshCli, AKilledRankDuringGenerateLeavesNoVideo) {
   TempDir dir;
-  const std::string model = dir.file("model");
-  ASSERT_EQ(vidax::testing::run_vidax("random-model " + model + " --heads 2 --tokenizer " +
-                                      std::string(VIDAX_SOURCE_DIR) +
-                                      "/tests/data/tokenizer/spiece.model")
-                .code,
-            0);
+  const std::string model = write_model_folder(dir);
   // 1,280 tokens, 1,000 steps: long enough to be interrupted while the MP4's temporary exists.
   const std::string out = dir.file("gen.mp4");
   interrupt_rank1(dir,

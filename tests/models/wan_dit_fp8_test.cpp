@@ -17,15 +17,6 @@
 namespace vidax::wan {
 namespace {
 
-double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, m = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
-    m = std::max(m, static_cast<double>(std::fabs(b[i])));
-  }
-  return d / m;
-}
-
 TEST(WanDitFp8, KeptFp8MatchesConvertedAndHalvesTheBlocks) {
   vidax::testing::TempDir dir;
   for (bool i2v : {false, true}) {
@@ -58,9 +49,9 @@ TEST(WanDitFp8, KeptFp8MatchesConvertedAndHalvesTheBlocks) {
       const double blocks_kept = static_cast<double>(kept.weight_bytes()) - stem;
       // One byte per weight against 2 (bf16) or 4 (f32), the vectors aside.
       EXPECT_LT(blocks_kept, (p == Precision::kBF16 ? 0.55 : 0.28) * blocks_converted);
-      const auto want = converted.forward(s).to_float_vector();
-      const auto got = kept.forward(s).to_float_vector();
-      EXPECT_LE(rel_diff(got, want), p == Precision::kBF16 ? 3e-2 : 1e-4)
+      const Tensor want = converted.forward(s);
+      const Tensor got = kept.forward(s);
+      EXPECT_LE(vidax::testing::max_rel_diff(got, want), p == Precision::kBF16 ? 3e-2 : 1e-4)
           << (i2v ? "i2v" : "t2v") << (p == Precision::kBF16 ? " bf16" : " fp32");
       // Streamed under a budget of about two blocks: bitwise the resident fp8 model.
       WeightResidency budget = keep;
@@ -68,7 +59,7 @@ TEST(WanDitFp8, KeptFp8MatchesConvertedAndHalvesTheBlocks) {
           static_cast<int64_t>(stem + 2.5 * WanDit::block_weight_bytes(c, p, 1, true));
       WanDit streamed(c, shared_loader(ck), p, {}, budget);
       EXPECT_GT(streamed.weight_stream_stats().streamed_blocks, 0);
-      EXPECT_EQ(streamed.forward(s).to_float_vector(), got);
+      EXPECT_EQ(streamed.forward(s).to_float_vector(), got.to_float_vector());
     }
   }
 }

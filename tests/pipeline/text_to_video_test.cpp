@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "models/wan/dit_checkpoint.h"
 #include "models/wan/dit_random.h"
 #include "models/wan/dit_tensors.h"
 #include "models/wan/t5_random.h"
@@ -119,6 +120,33 @@ TEST(TextToVideoPlan, ADiTWithAShortTextLenTruncatesThePrompt) {
 TEST(TextToVideoPlan, SidecarPathFollowsTheOutput) {
   EXPECT_EQ(sidecar_path_for("out.mp4"), "out.mp4.json");
   EXPECT_EQ(sidecar_path_for("frames/"), "frames.json");
+}
+
+}  // namespace
+}  // namespace vidax
+
+namespace vidax {
+namespace {
+
+// The plan counts a kept fp8 DiT at one byte per block weight (plus a widening scratch of the
+// largest matrix), and the same fp8 file converted at load at the compute dtype's size.
+TEST(TextToVideoPlan, KeptFp8WeightsArePlannedAtOneBytePerWeight) {
+  testing::TempDir dir;
+  GenerateOptions o = wan22_files(dir);
+  wan::DitConfig dit = wan::DitCheckpoint::open(o.files.dit).config();
+  dit.dim = 512, dit.ffn_dim = 1024, dit.num_heads = 4, dit.num_layers = 2;
+  wan::write_random_dit_checkpoint(dir.file("dit_fp8.safetensors"), dit, DType::kF8E4M3, 5);
+  o.files.dit = dir.file("dit_fp8.safetensors");
+  auto denoise_weights = [](const GenerationPlan& p) {
+    for (const auto& phase : p.memory.phases)
+      if (phase.phase == "denoise") return phase.weight_bytes;
+    return -1.0;
+  };
+  const double converted = denoise_weights(plan_generation(o));
+  o.keep_fp8 = true;
+  const double kept = denoise_weights(plan_generation(o));
+  const double blocks = 2 * wan::WanDit::block_weight_bytes(dit, wan::Precision::kBF16);
+  EXPECT_NEAR(converted - kept, blocks / 2, 0.05 * blocks) << converted << " " << kept;
 }
 
 }  // namespace

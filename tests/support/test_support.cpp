@@ -19,6 +19,17 @@ std::string wan_fixture(const std::string& name) {
   return std::filesystem::exists(path) ? path : std::string();
 }
 
+double max_rel_diff(const Tensor& actual, const Tensor& reference) {
+  const auto x = actual.to_float_vector(), y = reference.to_float_vector();
+  EXPECT_EQ(x.size(), y.size());
+  double d = 0, m = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    d = std::max(d, static_cast<double>(std::fabs(x[i] - y[i])));
+    m = std::max(m, static_cast<double>(std::fabs(y[i])));
+  }
+  return d / std::max(m, 1e-30);
+}
+
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& reference, double atol,
                                      double rtol, const std::string& what) {
   if (actual.numel() != reference.numel()) {

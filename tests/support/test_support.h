@@ -27,6 +27,10 @@ std::string wan_fixture(const std::string& name);
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& reference, double atol,
                                      double rtol, const std::string& what = "");
 
+// max |actual - reference| / max |reference| (the mesh tests' measure: a tolerance relative to
+// the output's scale). An element-count mismatch fails the calling test.
+double max_rel_diff(const Tensor& actual, const Tensor& reference);
+
 std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
 Tensor random_tensor(const Shape& shape, uint32_t seed, float scale = 1.0f);
 

@@ -14,6 +14,7 @@
 
 #include "apps/vidax/commands.h"
 #include "apps/vidax/mesh_args.h"
+#include "apps/vidax/weight_args.h"
 #include "core/byte_size.h"
 #include "core/profile.h"
 #include "dist/tensor_collectives.h"
@@ -30,10 +31,10 @@ namespace vidax::cli {
 namespace {
 
 struct BenchArgs {
-  std::string model = "wan2.1-t2v-1.3b", weights, size = "416x240", precision = "bf16",
-              weights_budget;
+  std::string model = "wan2.1-t2v-1.3b", weights, size = "416x240", precision = "bf16";
+  WeightArgs residency;
   int64_t frames = 17, context_tokens = 512, iters = 2, warmup = 1, timestep = 500;
-  bool json = false, no_peak = false, profile = false, guided = false, keep_fp8 = false;
+  bool json = false, no_peak = false, profile = false, guided = false;
   MeshArgs mesh;
 };
 
@@ -82,10 +83,9 @@ void bench_dit(const BenchArgs& a) {
   if (a.context_tokens < 0)
     throw_input_error("--context-tokens: expected >= 0, got ", a.context_tokens);
 
-  wan::WeightResidency residency;
-  if (!a.weights_budget.empty())
-    residency.budget_bytes = parse_byte_size(a.weights_budget, "--weights-budget");
-  const bool streamed = residency.budget_bytes > 0;
+  const int64_t budget = a.residency.budget_bytes();
+  const bool keep_fp8 = a.residency.keep_fp8;
+  const bool streamed = budget > 0;
 
   const auto t_load = std::chrono::steady_clock::now();
   std::shared_ptr<const wan::DitCheckpoint> ck;
@@ -101,10 +101,10 @@ void bench_dit(const BenchArgs& a) {
       throw_input_error("--model: unknown model '", a.model, "' (expected one of ", names, ")");
     }
     cfg = *preset;
-    const DType dtype = a.keep_fp8                   ? DType::kF8E4M3
+    const DType dtype = keep_fp8                     ? DType::kF8E4M3
                         : p == wan::Precision::kBF16 ? DType::kBF16
                                                      : DType::kF32;
-    if (streamed || a.keep_fp8) {  // streaming and fp8 read a file: write the weights first
+    if (streamed || keep_fp8) {  // streaming and fp8 read a file: write the weights first
       temporary = std::make_unique<TemporaryWeights>(*mesh, a.model, cfg, dtype);
       weights_path = temporary->path;
     } else {
@@ -115,8 +115,6 @@ void bench_dit(const BenchArgs& a) {
     ck = std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(weights_path));
     ck->require_loadable();
     cfg = ck->config();
-    weights = streamed ? wan::shared_loader(ck) : ck->loader();
-    if (a.keep_fp8) residency.fp8 = wan::shared_fp8_loader(ck);
   }
   const int64_t lat_f = (a.frames - 1) / 4 + 1, lat_h = height / 8, lat_w = width / 8;
   if (lat_h % cfg.patch[1] != 0 || lat_w % cfg.patch[2] != 0)
@@ -124,11 +122,11 @@ void bench_dit(const BenchArgs& a) {
   {  // Refuse impossible sizes before spending time on the weights.
     const int64_t tokens = lat_f * lat_h * lat_w / cfg.patch_volume();
     double weight_need = static_cast<double>(wan::dit_parameter_count(cfg)) *
-                         (a.keep_fp8                   ? 1.0
+                         (keep_fp8                     ? 1.0
                           : p == wan::Precision::kBF16 ? 2.0
                                                        : 4.0) /
                          mesh->spec().tp;
-    if (streamed) weight_need = std::min(weight_need, static_cast<double>(residency.budget_bytes));
+    if (streamed) weight_need = std::min(weight_need, static_cast<double>(budget));
     const double need = wan::WanDit::activation_bytes(cfg, tokens) + weight_need;
     const double have =
         static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
@@ -140,8 +138,8 @@ void bench_dit(const BenchArgs& a) {
   check_mesh_for_model(*mesh, cfg.num_heads, true);
   ExecContext ctx = cli_context();
   ctx.mesh = mesh.get();
-  wan::WanDit model(cfg, weights, p, ctx, residency);
-  if (ck) ck->source().release_resident_pages();  // packed copies are all we need now
+  wan::WanDit model =
+      ck ? wan::open_dit(ck, p, ctx, budget, keep_fp8) : wan::WanDit(cfg, weights, p, ctx);
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
@@ -219,7 +217,7 @@ void bench_dit(const BenchArgs& a) {
                       {"peak_f32_gflops", peak.f32_gflops},
                       {"weight_bytes", model.weight_bytes()},
                       {"peak_rss_bytes", peak_rss_bytes()},
-                      {"keep_fp8", a.keep_fp8},
+                      {"keep_fp8", keep_fp8},
                       {"guided", guided},
                       {"mesh", mesh->spec().str()},
                       {"ranks", mesh->world().size()}};
@@ -230,7 +228,7 @@ void bench_dit(const BenchArgs& a) {
     const wan::WeightStreamStats st = model.weight_stream_stats();
     const double n = static_cast<double>(a.iters);
     const double wait = (st.wait_seconds - stream_before.wait_seconds) / n;
-    j["weights_budget_bytes"] = residency.budget_bytes;
+    j["weights_budget_bytes"] = budget;
     j["weight_stream"] = {
         {"pinned_blocks", st.pinned_blocks},
         {"streamed_blocks", st.streamed_blocks},
@@ -302,11 +300,10 @@ void bench_dit(const BenchArgs& a) {
     std::printf(
         "weights budget %s: %d blocks kept, %d streamed (window %d); per %s %.1f loads, "
         "%.2f s loading, %.2f s waited (%.0f%% of the time)\n",
-        format_bytes(static_cast<double>(residency.budget_bytes)).c_str(),
-        w["pinned_blocks"].get<int>(), w["streamed_blocks"].get<int>(), w["window"].get<int>(),
-        guided ? "step" : "forward", w["loads_per_unit"].get<double>(),
-        w["load_seconds_per_unit"].get<double>(), w["wait_seconds_per_unit"].get<double>(),
-        100 * w["wait_fraction"].get<double>());
+        format_bytes(static_cast<double>(budget)).c_str(), w["pinned_blocks"].get<int>(),
+        w["streamed_blocks"].get<int>(), w["window"].get<int>(), guided ? "step" : "forward",
+        w["loads_per_unit"].get<double>(), w["load_seconds_per_unit"].get<double>(),
+        w["wait_seconds_per_unit"].get<double>(), 100 * w["wait_fraction"].get<double>());
   }
   if (a.profile) {
     std::printf("per forward, by phase:\n");
@@ -330,13 +327,9 @@ void register_bench(CLI::App& app) {
     auto a = std::make_shared<BenchArgs>();
     cmd->add_option("--model", a->model, "preset with random weights (default wan2.1-t2v-1.3b)");
     cmd->add_option("--weights", a->weights, "use a checkpoint instead of random weights");
-    cmd->add_flag("--keep-fp8", a->keep_fp8,
-                  "keep fp8 weights fp8 in memory; a preset's random weights are then written "
-                  "as a ComfyUI scaled-fp8 file first (docs/weights.md)");
-    cmd->add_option("--weights-budget", a->weights_budget,
-                    "keep the packed weights under SIZE (e.g. 8GiB), streaming the other blocks "
-                    "at every forward; a preset's random weights are first written to a "
-                    "temporary file in $TMPDIR (docs/weights.md)");
+    add_weight_args(cmd, a->residency,
+                    "; with --model the preset's random weights are first written to a "
+                    "temporary file in $TMPDIR (as a scaled-fp8 file with --keep-fp8)");
     cmd->add_option("--frames", a->frames, "video frames, 4k+1 (default 17)");
     cmd->add_option("--size", a->size, "WIDTHxHEIGHT in pixels (default 416x240)");
     cmd->add_option("--precision", a->precision, "fp32 | bf16 (default bf16)");

@@ -9,7 +9,7 @@
 
 #include "apps/vidax/commands.h"
 #include "apps/vidax/mesh_args.h"
-#include "core/byte_size.h"
+#include "apps/vidax/weight_args.h"
 #include "core/error.h"
 #include "dist/tensor_collectives.h"
 #include "io/temp_paths.h"
@@ -23,12 +23,13 @@ struct GenerateArgs {
   std::string model, dit, dit_low, t5, vae, tokenizer;
   std::string prompt, negative_prompt, size = "832x480", sampler = "unipc", precision = "bf16",
                                        vae_precision;
-  std::string output = "out.mp4", attention = "dense", weights_budget;
+  std::string output = "out.mp4", attention = "dense";
+  WeightArgs residency;
   bool negative_given = false, size_given = false, frames_given = false, fps_given = false;
   bool steps_given = false, shift_given = false, guide_given = false;
   int64_t frames = 81, steps = 50, seed = -1, vae_tile = 0, crf = -1;
   double shift = 5.0, guide_scale = 5.0, fps = 16;
-  bool dry_run = false, progress = false, no_hash = false, json = false, keep_fp8 = false;
+  bool dry_run = false, progress = false, no_hash = false, json = false;
   MeshArgs mesh;
 };
 
@@ -81,9 +82,8 @@ GenerateOptions to_options(const GenerateArgs& a) {
   o.crf = static_cast<int>(a.crf);
   o.hash_models = !a.no_hash;
   o.attention = a.attention;
-  if (!a.weights_budget.empty())
-    o.weights_budget = parse_byte_size(a.weights_budget, "--weights-budget");
-  o.keep_fp8 = a.keep_fp8;
+  o.weights_budget = a.residency.budget_bytes();
+  o.keep_fp8 = a.residency.keep_fp8;
   return o;
 }
 
@@ -127,12 +127,7 @@ void register_generate(CLI::App& app, int argc, char** argv) {
   cmd->add_option("--crf", a->crf,
                   "encoder quality, lower is better (default: MP4 crf 10 as the official "
                   "imageio quality=8, WebM the VP9 default)");
-  cmd->add_option("--weights-budget", a->weights_budget,
-                  "keep the DiT's packed weights under SIZE (e.g. 8GiB): blocks beyond it are "
-                  "streamed from the checkpoint at every step (docs/weights.md)");
-  cmd->add_flag("--keep-fp8", a->keep_fp8,
-                "keep the DiT's fp8 weights (ComfyUI fp8 / scaled-fp8 files) fp8 in memory, "
-                "widened per call: half the memory of bf16 (docs/weights.md)");
+  add_weight_args(cmd, a->residency);
   cmd->add_option("--vae-tile", a->vae_tile,
                   "decode in spatial tiles of this many latent pixels (default: no tiling)");
   cmd->add_option("-o,--output", a->output, "out.mp4 | out.webm | folder/ of PNG frames");

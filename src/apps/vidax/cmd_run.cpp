@@ -8,7 +8,7 @@
 
 #include "apps/vidax/commands.h"
 #include "apps/vidax/mesh_args.h"
-#include "core/byte_size.h"
+#include "apps/vidax/weight_args.h"
 #include "io/safetensors.h"
 #include "models/wan/dit.h"
 #include "models/wan/dit_checkpoint.h"
@@ -20,8 +20,8 @@ namespace vidax::cli {
 namespace {
 
 struct DitArgs {
-  std::string weights, config, precision = "fp32", attention = "dense", weights_budget;
-  bool keep_fp8 = false;
+  std::string weights, config, precision = "fp32", attention = "dense";
+  WeightArgs residency;
   MeshArgs mesh;
 };
 
@@ -32,12 +32,7 @@ void add_dit_args(CLI::App* cmd, DitArgs& a) {
   cmd->add_option("--precision", a.precision, "fp32 | bf16 (default fp32)");
   cmd->add_option("--attention", a.attention,
                   "self-attention policy, as generate's (docs/sparse-attention.md; default dense)");
-  cmd->add_option("--weights-budget", a.weights_budget,
-                  "keep the DiT's packed weights under SIZE (e.g. 8GiB): blocks beyond it are "
-                  "streamed from the checkpoint at every forward (docs/weights.md)");
-  cmd->add_flag("--keep-fp8", a.keep_fp8,
-                "keep the DiT's fp8 weights (ComfyUI fp8 / scaled-fp8 files) fp8 in memory, "
-                "widened per call (docs/weights.md)");
+  add_weight_args(cmd, a.residency);
   add_mesh_args(cmd, a.mesh);
 }
 
@@ -53,12 +48,9 @@ wan::WanDit load_dit(const DitArgs& a, const dist::Mesh& mesh, bool has_cfg) {
     ss << in.rdbuf();
     override = wan::dit_config_from_json(ss.str(), a.config);
   }
-  wan::WeightResidency residency;
-  if (!a.weights_budget.empty())
-    residency.budget_bytes = parse_byte_size(a.weights_budget, "--weights-budget");
+  const int64_t budget = a.residency.budget_bytes();
   const auto ck =
       std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(a.weights, override));
-  if (a.keep_fp8) residency.fp8 = wan::shared_fp8_loader(ck);
   ck->require_loadable();
   check_mesh_for_model(mesh, ck->config().num_heads, has_cfg);
   std::shared_ptr<sparse::AttentionPolicy> policy = sparse::make_attention_policy(a.attention);
@@ -67,10 +59,7 @@ wan::WanDit load_dit(const DitArgs& a, const dist::Mesh& mesh, bool has_cfg) {
                           "and cfg; ring attention is dense only (--mesh ", a.mesh.spec, ")");
   ExecContext ctx = cli_context();
   ctx.mesh = &mesh;
-  // Streamed blocks are read again at every forward: their loader keeps the checkpoint open.
-  wan::WanDit model(ck->config(),
-                    residency.budget_bytes > 0 ? wan::shared_loader(ck) : ck->loader(), p, ctx,
-                    residency);
+  wan::WanDit model = wan::open_dit(ck, p, ctx, budget, a.residency.keep_fp8);
   if (policy->name() != "dense") model.set_attention(std::move(policy));
   return model;
 }

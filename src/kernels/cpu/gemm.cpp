@@ -184,20 +184,6 @@ void integers_to_codes(const void* packed, DType dtype, size_t count, uint8_t* c
   }
 }
 
-// codes (fp8 of `fp8_dtype`) -> `dtype` values, in parallel chunks.
-void widen_codes(const uint8_t* codes, DType fp8_dtype, size_t count, void* out, DType dtype) {
-  constexpr int64_t kChunk = 1 << 16;
-  const int64_t chunks = (static_cast<int64_t>(count) + kChunk - 1) / kChunk;
-  const size_t item = dtype_size(dtype);
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const size_t begin = static_cast<size_t>(c * kChunk);
-    const size_t len = std::min(static_cast<size_t>(kChunk), count - begin);
-    convert_floats(codes + begin, fp8_dtype, static_cast<std::byte*>(out) + begin * item, dtype,
-                   len);
-  }
-}
-
 }  // namespace
 
 PackedLinear PackedLinear::fp8(const Tensor& codes_in, std::vector<float> column_scale,
@@ -348,8 +334,7 @@ void PackedLinear::run_fp8(const void* x, int64_t m, void* y, bool bf16_out) con
   std::shared_ptr<Storage>& ws = weight_scratch.value;
   const size_t bytes = im.code_count * dtype_size(wide);
   if (!ws || ws->bytes() < bytes) ws = allocate_storage(bytes);
-  widen_codes(reinterpret_cast<const uint8_t*>(im.codes->data()), im.fp8_dtype, im.code_count,
-              ws->data(), wide);
+  convert_floats(im.codes->data(), im.fp8_dtype, ws->data(), wide, im.code_count);  // OpenMP
   // 2. The GEMM without bias or activation, into f32.
   float* out = static_cast<float*>(y);
   if (bf16_out) {

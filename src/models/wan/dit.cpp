@@ -132,8 +132,11 @@ double WanDit::block_weight_bytes(const DitConfig& c, Precision precision, int t
   const double item = fp8 ? 1.0
                           : static_cast<double>(gemm_weight_item_bytes(
                                 precision == Precision::kBF16 ? DType::kBF16 : DType::kF32));
-  // Biases stay f32 in the GEMM; norm weights and modulation are f32 vectors.
-  return matrices / tp * item + (14 + 6) * d * 4;
+  // f32 vectors (an upper bound: not divided by tp): the biases (9 of width dim, FFN-in's of
+  // ffn_dim, i2v's k_img|v_img), the q/k norms, norm3's weight and bias, the modulation.
+  double vectors = 9 * d + f + 4 * d + 2 * d + 6 * d;
+  if (c.kind == DitKind::kI2V) vectors += 3 * d;
+  return matrices / tp * item + vectors * 4;
 }
 
 WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision,

@@ -344,15 +344,8 @@ void WanDit::Impl::feed_forward(int index, const DitBlockWeights& w, DitState& s
 void WanDit::Impl::norm_heads(float* x, int64_t rows, int64_t stride,
                               const std::vector<float>& weight) {
   if (weight.empty()) return;
-  const auto eps = static_cast<float>(cfg.eps);
-  const int64_t local = static_cast<int64_t>(weight.size());
-  if (tp.size == 1) {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r)
-      rms_norm_rows(x + r * stride, x + r * stride, 1, local, weight.data(), eps);
-    return;
-  }
-  tp_rms_norm(ctx.mesh->tp(), x, rows, local, stride, cfg.dim, weight.data(), eps, tp_sums);
+  tp_rms_norm(tp.size > 1 ? &ctx.mesh->tp() : nullptr, x, rows, static_cast<int64_t>(weight.size()),
+              stride, cfg.dim, weight.data(), static_cast<float>(cfg.eps), tp_sums);
 }
 
 void WanDit::Impl::reduce_partial(const Linear& linear, float* y, int64_t rows) {

@@ -146,4 +146,16 @@ std::function<std::optional<Fp8Tensor>(const std::string&)> shared_fp8_loader(
       [ck = std::move(ck), load = std::move(load)](const std::string& name) { return load(name); };
 }
 
+WanDit open_dit(std::shared_ptr<const DitCheckpoint> ck, Precision precision,
+                const ExecContext& ctx, int64_t weights_budget, bool keep_fp8) {
+  WeightResidency residency;
+  residency.budget_bytes = weights_budget;
+  if (keep_fp8) residency.fp8 = shared_fp8_loader(ck);
+  // Streamed blocks are read again at every forward: their loader keeps the checkpoint open.
+  const WeightFn weights = weights_budget > 0 ? shared_loader(ck) : ck->loader();
+  WanDit dit(ck->config(), weights, precision, ctx, residency);
+  ck->source().release_resident_pages();  // the packed copies are what the model reads now
+  return dit;
+}
+
 }  // namespace vidax::wan

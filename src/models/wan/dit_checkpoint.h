@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "io/checkpoint.h"  // Tensor, TensorSource
+#include "models/wan/dit.h"
 #include "models/wan/dit_config.h"
 
 namespace vidax::wan {
@@ -59,5 +60,12 @@ std::function<Tensor(const std::string&)> shared_loader(std::shared_ptr<const Di
 // The fp8 codes and scale of a weight stored as fp8, keeping `ck` open (WeightResidency::fp8).
 std::function<std::optional<Fp8Tensor>(const std::string&)> shared_fp8_loader(
     std::shared_ptr<const DitCheckpoint> ck);
+
+// The DiT of `ck` under `ctx` (its tp shard under a mesh): all weights resident, or with
+// `weights_budget` > 0 the blocks beyond it streamed from `ck` (kept open by the model), and with
+// `keep_fp8` fp8 weights kept fp8 (dit.h WeightResidency). The one way commands build a DiT
+// from a checkpoint.
+WanDit open_dit(std::shared_ptr<const DitCheckpoint> ck, Precision precision,
+                const ExecContext& ctx, int64_t weights_budget, bool keep_fp8);
 
 }  // namespace vidax::wan

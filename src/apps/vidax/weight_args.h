@@ -1,0 +1,22 @@
+// The options every command that builds a DiT takes for where its weights live
+// (docs/weights.md): --weights-budget SIZE and --keep-fp8.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace vidax::cli {
+
+struct WeightArgs {
+  std::string budget;  // --weights-budget, as given
+  bool keep_fp8 = false;
+  // The budget in bytes, 0 without the flag; InputError naming the flag on a bad size.
+  int64_t budget_bytes() const;
+};
+
+// `note` is appended to the budget's help (what this command does beyond the model's stream).
+void add_weight_args(CLI::App* cmd, WeightArgs& a, const std::string& note = "");
+
+}  // namespace vidax::cli
