@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "dist/mesh.h"
+#include "pipeline/image_conditioning.h"
 #include "sampling/scheduler.h"
 
 namespace vidax {
@@ -59,13 +60,15 @@ struct StepModel {
 Tensor denoise_loop(const std::function<StepModel(int64_t)>& model_for, const Tensor& noise,
                     const Tensor& context, const Tensor& context_null, int64_t seq_len,
                     const DenoiseOptions& options, const DenoiseCallback& on_step,
-                    const ExecContext& ctx) {
+                    const ExecContext& ctx, const DenoiseConditioning& cond) {
   dist::Group* cfg_group =
       ctx.mesh != nullptr && ctx.mesh->cfg().size() > 1 ? &ctx.mesh->cfg() : nullptr;
   if (cfg_group != nullptr && !context_null.defined())
     throw_input_error("--mesh cfg=2 needs classifier-free guidance (a negative context)");
   auto scheduler = make_scheduler(options.sampler, options.steps, options.shift);
   Tensor latent = noise.to(DType::kF32);
+  const bool ti2v = cond.first_frame.defined();
+  if (ti2v) replace_first_latent_frame(latent, cond.first_frame);
   const auto& timesteps = scheduler->timesteps();
   for (int i = 0; i < scheduler->steps(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -73,8 +76,15 @@ Tensor denoise_loop(const std::function<StepModel(int64_t)>& model_for, const Te
     const StepModel m = model_for(t);
     wan::DitSample s;
     s.x = latent;
-    s.t = Tensor::zeros(Shape{1}, DType::kI64);
-    s.t.mutable_data<int64_t>()[0] = t;
+    if (ti2v) {
+      const int64_t tokens = latent.numel() / latent.dim(0) / m.model->config().patch_volume();
+      s.t = ti2v_token_timesteps(t, tokens, cond.frame0_tokens);
+    } else {
+      s.t = Tensor::zeros(Shape{1}, DType::kI64);
+      s.t.mutable_data<int64_t>()[0] = t;
+    }
+    s.y = cond.y;
+    s.clip_fea = cond.clip_fea;
     s.seq_len = seq_len;
     s.step = i;
     s.steps = scheduler->steps();
@@ -84,6 +94,7 @@ Tensor denoise_loop(const std::function<StepModel(int64_t)>& model_for, const Te
             ? guided_prediction(*m.model, s, context, context_null, m.guide_scale, cfg_group)
             : m.model->forward(s);
     latent = scheduler->step(pred, latent);
+    if (ti2v) replace_first_latent_frame(latent, cond.first_frame);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (on_step) on_step({i, t, dt, latent, m.expert, m.guide_scale});
   }
@@ -94,17 +105,19 @@ Tensor denoise_loop(const std::function<StepModel(int64_t)>& model_for, const Te
 
 Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
                const Tensor& context_null, int64_t seq_len, const DenoiseOptions& options,
-               const DenoiseCallback& on_step, const ExecContext& ctx) {
+               const DenoiseCallback& on_step, const ExecContext& ctx,
+               const DenoiseConditioning& conditioning) {
   return denoise_loop(
       [&](int64_t) {
         return StepModel{&model, options.guide_scale, 0};
       },
-      noise, context, context_null, seq_len, options, on_step, ctx);
+      noise, context, context_null, seq_len, options, on_step, ctx, conditioning);
 }
 
 Tensor denoise_experts(DitExperts& experts, const Tensor& noise, const Tensor& context,
                        const Tensor& context_null, int64_t seq_len, const DenoiseOptions& options,
-                       const DenoiseCallback& on_step, const ExecContext& ctx) {
+                       const DenoiseCallback& on_step, const ExecContext& ctx,
+                       const DenoiseConditioning& conditioning) {
   VIDAX_CHECK(experts.make_high && experts.make_low, "denoise_experts: an expert has no factory");
   std::unique_ptr<wan::WanDit> current;
   int current_expert = -1;
@@ -117,7 +130,8 @@ Tensor denoise_experts(DitExperts& experts, const Tensor& noise, const Tensor& c
     }
     return StepModel{current.get(), e == 0 ? experts.guide_high : experts.guide_low, e};
   };
-  return denoise_loop(model_for, noise, context, context_null, seq_len, options, on_step, ctx);
+  return denoise_loop(model_for, noise, context, context_null, seq_len, options, on_step, ctx,
+                      conditioning);
 }
 
 }  // namespace vidax

@@ -25,6 +25,17 @@ struct DenoiseOptions {
   double guide_scale = 5.0;
 };
 
+// The image conditioning of an image-to-video run (pipeline/image_conditioning.h); all empty for
+// text-to-video.
+struct DenoiseConditioning {
+  Tensor y;         // Wan 2.1 I2V / FLF2V: [4 + z, F, H, W] mask and encoded frames
+  Tensor clip_fea;  // Wan 2.1 I2V / FLF2V: [images, 257, clip_dim] CLIP features
+  // Wan 2.2 TI2V: the encoded image [C, 1, H, W]. It replaces latent frame 0 before the loop and
+  // after every step, and the tokens of that frame (the first `frame0_tokens`) see t = 0.
+  Tensor first_frame;
+  int64_t frame0_tokens = 0;
+};
+
 struct DenoiseStep {
   int index;
   int64_t timestep;
@@ -43,7 +54,8 @@ using DenoiseCallback = std::function<void(const DenoiseStep&)>;
 // equal to one process's). The model must have been given the same context (set_context).
 Tensor denoise(wan::WanDit& model, const Tensor& noise, const Tensor& context,
                const Tensor& context_null, int64_t seq_len, const DenoiseOptions& options,
-               const DenoiseCallback& on_step = nullptr, const ExecContext& ctx = {});
+               const DenoiseCallback& on_step = nullptr, const ExecContext& ctx = {},
+               const DenoiseConditioning& conditioning = {});
 
 // Wan 2.2 A14B's mixture of two experts, as the official text2video.py runs it: the
 // high-noise expert denoises the steps whose (int64) timestep is >= `boundary` (the config's
@@ -64,7 +76,8 @@ struct DitExperts {
 // denoise() with the experts; options.guide_scale is ignored (each expert has its own).
 Tensor denoise_experts(DitExperts& experts, const Tensor& noise, const Tensor& context,
                        const Tensor& context_null, int64_t seq_len, const DenoiseOptions& options,
-                       const DenoiseCallback& on_step = nullptr, const ExecContext& ctx = {});
+                       const DenoiseCallback& on_step = nullptr, const ExecContext& ctx = {},
+                       const DenoiseConditioning& conditioning = {});
 
 // One guided prediction for sample `s` (its context and cfg_branch are set here): the
 // conditional and unconditional forwards in this process, or with a cfg group of 2 this rank's

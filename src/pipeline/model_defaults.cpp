@@ -21,6 +21,16 @@ ModelDefaults model_defaults(const wan::DitConfig& dit, const wan::VaeConfig& va
     d.width = 1280, d.height = 704, d.frames = 121, d.fps = 24;
     return d;
   }
+  if (dit.kind == wan::DitKind::kI2V) {
+    const bool flf = dit.flf_pos_tokens > 0;
+    d.family = flf ? "Wan 2.1 FLF2V 14B" : "Wan 2.1 I2V 14B";
+    d.width = 1280, d.height = 720;
+    d.steps = flf ? 50 : 40;
+    d.shift = flf ? 16.0 : 5.0;
+    d.guide_high = d.guide_low = flf ? 5.5 : 5.0;
+    d.negative_prefix = flf ? "镜头切换，镜头晃动，" : "镜头晃动，";
+    return d;
+  }
   if (dit.dim >= 5120) {
     d.family = "Wan 2.1 14B";
     d.width = 1280, d.height = 720;

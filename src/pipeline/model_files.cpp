@@ -89,6 +89,9 @@ ModelFiles resolve_official(const fs::path& dir) {
     if (f.vae.empty() && is_file(dir / name)) f.vae = (dir / name).string();
   if (is_file(dir / "google/umt5-xxl/spiece.model"))
     f.tokenizer = (dir / "google/umt5-xxl").string();
+  for (const char* name : {"models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth",
+                           "models_clip_open-clip-xlm-roberta-large-vit-huge-14.safetensors"})
+    if (f.clip.empty() && is_file(dir / name)) f.clip = (dir / name).string();
   return f;
 }
 
@@ -117,6 +120,7 @@ ModelFiles resolve_diffusers(const fs::path& dir) {
   if (is_dir(dir / "text_encoder")) f.t5 = (dir / "text_encoder").string();
   if (is_dir(dir / "vae")) f.vae = (dir / "vae").string();
   if (is_dir(dir / "tokenizer")) f.tokenizer = (dir / "tokenizer").string();
+  if (is_dir(dir / "image_encoder")) f.clip = (dir / "image_encoder").string();
   return f;
 }
 
@@ -144,6 +148,11 @@ ModelFiles resolve_comfyui(fs::path dir, const ModelFiles& given) {
                     dir / "text_encoders", "umT5 text encoder");
   if (given.vae.empty())
     f.vae = pick_one(files_with_suffix(dir / "vae", ".safetensors"), "wan", dir / "vae", "VAE");
+  if (given.clip.empty()) {
+    const auto clips = files_with_suffix(dir / "clip_vision", ".safetensors");
+    if (!clips.empty())
+      f.clip = pick_one(clips, "clip_vision_h", dir / "clip_vision", "CLIP vision");
+  }
   return f;  // ComfyUI ships no spiece.model: --tokenizer is required
 }
 
@@ -187,6 +196,7 @@ ModelFiles resolve_model_files(const std::string& model_dir, const ModelFiles& e
   if (!explicit_paths.t5.empty()) f.t5 = explicit_paths.t5;
   if (!explicit_paths.vae.empty()) f.vae = explicit_paths.vae;
   if (!explicit_paths.tokenizer.empty()) f.tokenizer = explicit_paths.tokenizer;
+  if (!explicit_paths.clip.empty()) f.clip = explicit_paths.clip;
 
   const std::string where = model_dir.empty()
                                 ? std::string("no --model given")

@@ -20,6 +20,11 @@ struct ModelFiles {
   // *low_noise*; explicitly --dit and --dit-low.
   std::string dit_low;
   double boundary_ratio = 0;  // from a diffusers model_index.json; 0: the family's default
+  // Wan 2.1 I2V / FLF2V: the CLIP image encoder (official
+  // `models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth`, diffusers `image_encoder/`,
+  // ComfyUI `clip_vision/*.safetensors`); empty when the folder has none. Never required here:
+  // the plan requires it when the DiT has an image branch.
+  std::string clip;
 };
 
 // `model_dir` may be empty (then all four explicit paths are required). Throws InputError

@@ -17,9 +17,12 @@
 #include "core/thread_scratch.h"
 #include "dist/mesh.h"
 #include "dist/tensor_collectives.h"
+#include "io/image_reader.h"
 #include "io/temp_paths.h"
 #include "io/video_writer.h"
 #include "kernels/cpu/gemm.h"
+#include "models/clip/clip_checkpoint.h"
+#include "models/clip/clip_vision.h"
 #include "models/wan/dit_checkpoint.h"
 #include "models/wan/dit_tensors.h"
 #include "models/wan/t5_checkpoint.h"
@@ -27,6 +30,8 @@
 #include "models/wan/tokenizer.h"
 #include "models/wan/vae.h"
 #include "models/wan/vae_checkpoint.h"
+#include "nn/image_resize.h"
+#include "pipeline/image_conditioning.h"
 #include "pipeline/model_hashes.h"
 #include "sampling/torch_randn.h"
 
@@ -96,9 +101,52 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
                         "): mismatched expert files");
     plan.dit_low_layout = wan::layout_name(low.layout());
   }
-  if (dc.kind == wan::DitKind::kI2V)
-    throw_input_error(o.files.dit, ": a '", dc.kind_name(),
-                      "' model needs an input image; vidax generate runs text-to-video models");
+  // What the request is: text-to-video, or image-to-video with the model's own conditioning.
+  const bool clip_model = dc.kind == wan::DitKind::kI2V;  // Wan 2.1 I2V / FLF2V
+  const bool flf_model = clip_model && dc.flf_pos_tokens > 0;
+  const bool ti2v_model = !clip_model && vc.version == wan::VaeVersion::kWan22;
+  if (clip_model && o.image.empty())
+    throw_input_error(o.files.dit, ": a Wan 2.1 ", dc.kind_name(),
+                      " model turns an image into a video: give --image IMG",
+                      flf_model ? " and --last-image IMG" : "");
+  if (!o.image.empty() && !clip_model && !ti2v_model)
+    throw_input_error("--image: ", o.files.dit, " is a text-to-video model (", dc.kind_name(),
+                      "); image-to-video needs a Wan 2.1 I2V / FLF2V or Wan 2.2 TI2V-5B "
+                      "checkpoint");
+  if (plan.two_experts && dc.in_dim > dc.out_dim)
+    throw_input_error(o.files.dit,
+                      ": Wan 2.2 I2V A14B (two experts with image latents) is not "
+                      "supported yet");
+  if (flf_model && o.last_image.empty())
+    throw_input_error(o.files.dit, ": a first-last-frame (FLF2V) model needs --last-image IMG");
+  if (!o.last_image.empty() && !flf_model)
+    throw_input_error("--last-image: ", o.files.dit, " is not a first-last-frame (FLF2V) model");
+  plan.task = clip_model ? (flf_model ? "flf2v" : "i2v") : (o.image.empty() ? "t2v" : "ti2v");
+  if (clip_model) {
+    if (o.files.clip.empty())
+      throw_input_error(
+          o.files.dit, ": an image-to-video model needs the CLIP image encoder; ",
+          "pass --clip FILE (models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth, "
+          "diffusers image_encoder/ or ComfyUI clip_vision_h.safetensors)");
+    const auto clip = clip::ClipCheckpoint::open(o.files.clip);
+    clip.require_loadable();
+    if (clip.config().dim != dc.clip_dim)
+      throw_input_error(o.files.clip, ": CLIP width ", clip.config().dim,
+                        " does not match the DiT's image branch (", dc.clip_dim, ", ", o.files.dit,
+                        ")");
+    if (flf_model && 2 * clip.config().tokens() != dc.flf_pos_tokens)
+      throw_input_error(o.files.clip, ": CLIP gives ", clip.config().tokens(),
+                        " tokens per image; the FLF2V model's position table takes ",
+                        dc.flf_pos_tokens, " for two images");
+    plan.clip_layout = clip::clip_layout_name(clip.layout());
+    plan.clip_config = json::parse(clip.config().to_json());
+  }
+  if (!o.image.empty()) {
+    const RgbImage image = read_image(o.image);
+    plan.image_width = image.width;
+    plan.image_height = image.height;
+    if (!o.last_image.empty()) (void)read_image(o.last_image);  // fails before any weight loads
+  }
   if (dc.text_dim != tc.dim)
     throw_input_error(o.files.t5, ": text encoder width ", tc.dim, " does not match the DiT's ",
                       "text_dim ", dc.text_dim, " (", o.files.dit, ")");
@@ -114,11 +162,27 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   const ModelDefaults& d = plan.defaults;
   plan.video.width = o.width.value_or(d.width);
   plan.video.height = o.height.value_or(d.height);
+  if (plan.task != "t2v") {  // the area counts; the image's aspect ratio gives the sides
+    plan.max_area = plan.video.width * plan.video.height;
+    const PixelSize size =
+        plan.task == "ti2v"
+            ? wan22_best_output_size(plan.image_width, plan.image_height,
+                                     vc.spatial_stride() * dc.patch[2],
+                                     vc.spatial_stride() * dc.patch[1], plan.max_area)
+            : wan21_i2v_size(plan.image_width, plan.image_height, plan.max_area,
+                             vc.spatial_stride(), dc.patch[1]);
+    plan.video.width = size.width;
+    plan.video.height = size.height;
+  }
   plan.video.frames = o.frames.value_or(d.frames);
   plan.fps = o.fps_override.value_or(d.fps);
   plan.denoise = o.denoise;
   if (!o.denoise_given.steps) plan.denoise.steps = d.steps;
   if (!o.denoise_given.shift) plan.denoise.shift = d.shift;
+  // generate.py: Wan 2.1 I2V at 832*480 / 480*832 samples with shift 3.
+  if (!o.denoise_given.shift && plan.task == "i2v" && o.width && o.height &&
+      ((*o.width == 832 && *o.height == 480) || (*o.width == 480 && *o.height == 832)))
+    plan.denoise.shift = 3.0;
   plan.denoise.guide_scale = o.denoise_given.guide_scale ? o.denoise.guide_scale : d.guide_high;
   plan.guide_low = o.denoise_given.guide_scale ? o.denoise.guide_scale : d.guide_low;
   if (plan.two_experts) {
@@ -185,6 +249,28 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
       {"denoise", dit_weights,
        wan::WanDit::activation_bytes(dc, plan.latent.tokens) + dit_widen_scratch},
       {"decode", vae_weights, std::max(0.0, vae_peak - vae_weights)}};
+  if (plan.task != "t2v") {
+    // One model at a time: the CLIP encoder (Wan 2.1), then the VAE encoder.
+    double clip_total = 0;
+    if (!plan.clip_config.is_null()) {
+      const auto cc = clip::clip_vision_config_from_json(plan.clip_config.dump(), "CLIP config");
+      const int64_t images = plan.task == "flf2v" ? 2 : 1;
+      clip_total = static_cast<double>(clip::ClipVisionEncoder::weight_bytes(cc, o.precision) +
+                                       clip::ClipVisionEncoder::activation_bytes(cc, images));
+    }
+    const double vae_enc_weights = static_cast<double>(
+        wan::WanVae::weight_bytes(vc, o.vae_precision, wan::VaeParts::kEncoder));
+    const double vae_enc_peak = 1.15 * static_cast<double>(wan::WanVae::encode_peak_bytes(
+                                           vc, plan.video.height, plan.video.width, o.vae_precision,
+                                           wan::VaeParts::kEncoder));
+    // The encoder input [3, frames, H, W] and the image(s) stay while it runs.
+    const double frames_in = 4.0 * 3 * static_cast<double>(plan.video.frames) *
+                             static_cast<double>(plan.video.height * plan.video.width);
+    const double weights = std::max(clip_total, vae_enc_weights);
+    const double activations = std::max(clip_total, vae_enc_peak + frames_in) - weights;
+    plan.memory.phases.insert(plan.memory.phases.begin() + 1,
+                              {"encode image", weights, std::max(0.0, activations)});
+  }
   plan.memory.resident_bytes = resident_bytes(tc, plan.latent);
   plan.available_bytes = available_memory_bytes();
   return plan;
@@ -203,7 +289,15 @@ json GenerationPlan::to_json() const {
         {"dit", files.dit},
         {"t5", files.t5},
         {"vae", files.vae},
-        {"tokenizer", files.tokenizer}}},
+        {"tokenizer", files.tokenizer},
+        {"clip", files.clip}}},
+      {"task", task},
+      {"image",
+       task == "t2v"
+           ? json()
+           : json{{"width", image_width}, {"height", image_height}, {"max_area", max_area}}},
+      {"clip",
+       clip_config.is_null() ? json() : json{{"layout", clip_layout}, {"config", clip_config}}},
       {"dit", {{"model", dit_model}, {"layout", dit_layout}, {"config", dit_config}}},
       {"family", defaults.family},
       {"denoise",
@@ -243,7 +337,13 @@ std::string GenerationPlan::to_text() const {
     s << "  dit (low)  " << files.dit_low << "  [" << dit_low_layout << ", low-noise expert]\n";
   s << "  t5         " << files.t5 << "  [" << t5_layout << "]\n"
     << "  vae        " << files.vae << "  [Wan " << vae_version << " VAE]\n"
-    << "  tokenizer  " << files.tokenizer << "\n"
+    << "  tokenizer  " << files.tokenizer << "\n";
+  if (!clip_config.is_null()) s << "  clip       " << files.clip << "  [" << clip_layout << "]\n";
+  s << "task    " << task;
+  if (task != "t2v")
+    s << " (image " << image_width << "x" << image_height << ", area " << max_area
+      << ": the output follows the image's aspect ratio)";
+  s << "\n"
     << "video   " << video.width << "x" << video.height << ", " << video.frames << " frames at "
     << fps << " fps\n"
     << "denoise " << defaults.family << ": " << denoise.sampler << ", " << denoise.steps
@@ -294,7 +394,8 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
   if (write_video && output_rank) writer = VideoWriter::open(o.output, spec);
 
   // 1. Text: both prompts, then the encoder is released before the DiT loads.
-  const std::string negative = o.negative_prompt.value_or(kWanDefaultNegativePrompt);
+  const std::string negative =
+      o.negative_prompt.value_or(plan.defaults.negative_prefix + kWanDefaultNegativePrompt);
   Tensor context, context_null;
   {
     const auto t0 = Clock::now();
@@ -336,7 +437,70 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
     r.encode_seconds = seconds_since(t0);
   }
 
-  // 2. Denoise from seeded noise, exactly the reference's shape and order.
+  // 2. Image conditioning (image-to-video): computed by world rank 0 and broadcast (every rank
+  // needs the same tensors; one copy of the CLIP and VAE encoders is enough).
+  DenoiseConditioning conditioning;
+  if (plan.task != "t2v") {
+    const auto t0 = Clock::now();
+    const bool encoder = mesh == nullptr || mesh->world().rank() == 0;
+    const LatentGeometry& lg = plan.latent;
+    if (encoder) {
+      progress.begin_phase("encode image", 1, "image");
+      const RgbImage first = read_image(o.image);
+      if (plan.task == "ti2v") {
+        const Tensor pixels = ti2v_image(first, {plan.video.width, plan.video.height});  // [3,H,W]
+        const auto ck = wan::VaeCheckpoint::open(plan.files.vae);
+        wan::WanVae vae(ck.config(), ck.loader(), o.vae_precision, wan::VaeParts::kEncoder);
+        ck.source().release_resident_pages();
+        conditioning.first_frame =
+            vae.encode(pixels.reshape(Shape{3, 1, plan.video.height, plan.video.width}));
+      } else {
+        const bool flf = plan.task == "flf2v";
+        const Tensor first_t = rgb8_to_signed_unit(first.rgb, first.width, first.height);
+        Tensor last_t;
+        if (flf) {
+          const RgbImage last = read_image(o.last_image);
+          last_t = rgb8_to_signed_unit(last.rgb, last.width, last.height);
+        }
+        {  // CLIP sees the original image(s), resized to its own input size.
+          const auto ck = clip::ClipCheckpoint::open(plan.files.clip);
+          clip::ClipVisionEncoder enc(ck.config(), ck.loader(), ck.qkv(), o.precision);
+          ck.source().release_resident_pages();
+          std::vector<Tensor> images{first_t};
+          if (flf) images.push_back(last_t);
+          conditioning.clip_fea = enc.encode(images);  // [images, 257, clip_dim]
+        }
+        release_thread_scratch();
+        const int64_t h = plan.video.height, w = plan.video.width;
+        const Tensor first_r = resize_bicubic(first_t, h, w);
+        Tensor last_r;
+        if (flf) last_r = resize_bicubic(last_t, h, w);
+        const auto ck = wan::VaeCheckpoint::open(plan.files.vae);
+        wan::WanVae vae(ck.config(), ck.loader(), o.vae_precision, wan::VaeParts::kEncoder);
+        ck.source().release_resident_pages();
+        const Tensor latent =
+            vae.encode(i2v_vae_input(first_r, flf ? &last_r : nullptr, plan.video.frames));
+        conditioning.y =
+            i2v_condition(i2v_frame_mask(plan.video.frames, lg.height, lg.width, flf), latent);
+      }
+      progress.tick(1, seconds_since(t0));
+      progress.end_phase();
+    }
+    if (mesh != nullptr && mesh->world().size() > 1) {
+      if (plan.task == "ti2v") {
+        dist::broadcast_tensor(mesh->world(), conditioning.first_frame, 0);
+      } else {
+        dist::broadcast_tensor(mesh->world(), conditioning.y, 0);
+        dist::broadcast_tensor(mesh->world(), conditioning.clip_fea, 0);
+      }
+    }
+    if (plan.task == "ti2v")
+      conditioning.frame0_tokens = lg.tokens / lg.frames;  // one latent frame's tokens
+    release_thread_scratch();
+    r.image_seconds = seconds_since(t0);
+  }
+
+  // 3. Denoise from seeded noise, exactly the reference's shape and order.
   const LatentGeometry& g = plan.latent;
   const std::shared_ptr<sparse::AttentionPolicy> attention =
       o.attention_policy ? o.attention_policy : sparse::make_attention_policy(o.attention);
@@ -371,12 +535,12 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
       experts.make_low = [&] { return make_dit(plan.files.dit_low); };
       progress.begin_phase("denoise", plan.denoise.steps, "step");
       latent = denoise_experts(experts, noise, context, context_null, plan.seq_len, plan.denoise,
-                               on_step, o.ctx);
+                               on_step, o.ctx, conditioning);
     } else {
       std::unique_ptr<wan::WanDit> dit = make_dit(plan.files.dit);
       progress.begin_phase("denoise", plan.denoise.steps, "step");
-      latent =
-          denoise(*dit, noise, context, context_null, plan.seq_len, plan.denoise, on_step, o.ctx);
+      latent = denoise(*dit, noise, context, context_null, plan.seq_len, plan.denoise, on_step,
+                       o.ctx, conditioning);
       r.weight_stream = dit->weight_stream_stats();
     }
     progress.end_phase();
@@ -385,7 +549,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
   }
   release_thread_scratch();  // e.g. the widened GEMMs' f32 weight copies, before the VAE
 
-  // 3. Decode, streaming each chunk of frames into the writer as it is produced. Under a mesh
+  // 4. Decode, streaming each chunk of frames into the writer as it is produced. Under a mesh
   // a tiled decode deals its tiles to every rank; an untiled one runs on rank 0 alone.
   const bool share_decode = mesh != nullptr && mesh->world().size() > 1 && o.vae_tile > 0 &&
                             (o.vae_tile < g.height || o.vae_tile < g.width);  // several tiles
@@ -421,12 +585,14 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
     return r;
   }
 
-  // 4. Sidecar to a temporary, then the video and the sidecar are renamed into place.
+  // 5. Sidecar to a temporary, then the video and the sidecar are renamed into place.
   json hashes = json::object();
   if (o.hash_models) {
     if (progress.enabled())
       progress.message("hashing model files for the sidecar (cached after the first run)");
     if (plan.two_experts) hashes["dit_low"] = model_file_hashes(plan.files.dit_low);
+    if (!plan.files.clip.empty() && !plan.clip_config.is_null())
+      hashes["clip"] = model_file_hashes(plan.files.clip);
     for (const auto& [key, path] : {std::pair<std::string, std::string>{"dit", plan.files.dit},
                                     {"t5", plan.files.t5},
                                     {"vae", plan.files.vae},
@@ -435,7 +601,9 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
   }
   json sidecar = {
       {"generator", "vidax 0.1.0"},
-      {"task", "t2v"},
+      {"task", plan.task},
+      {"image", o.image.empty() ? json() : json(o.image)},
+      {"last_image", o.last_image.empty() ? json() : json(o.last_image)},
       {"prompt", o.prompt},
       {"negative_prompt", negative},
       {"seed", o.seed},
@@ -476,6 +644,7 @@ GenerationResult generate(const GenerateOptions& o, const GenerationPlan& plan,
       {"model_sha256", hashes},
       {"timings",
        {{"encode_text_seconds", r.encode_seconds},
+        {"encode_image_seconds", r.image_seconds},
         {"denoise_seconds", r.denoise_seconds},
         {"seconds_per_step", r.seconds_per_step},
         {"decode_seconds", r.decode_seconds},

@@ -34,6 +34,10 @@ extern const char* const kWanDefaultNegativePrompt;
 struct GenerateOptions {
   ModelFiles files;
   std::string prompt;
+  // Image-to-video: the first frame (PNG, JPEG or WebP), and for first-last-frame models the
+  // last. With an image, the size's area is what counts: the output follows the image's aspect
+  // ratio (pipeline/image_conditioning.h).
+  std::string image, last_image;
   std::optional<std::string> negative_prompt;  // nullopt: the official default
   // Unset fields take the model's official defaults: Wan 2.1 832x480, 81 frames, 16 fps;
   // Wan 2.2 (its VAE) 1280x704, 121 frames, 24 fps.
@@ -79,6 +83,13 @@ struct GenerateOptions {
 
 struct GenerationPlan {
   ModelFiles files;
+  // "t2v"; "i2v" / "flf2v" (Wan 2.1: CLIP + VAE-encoded frames); "ti2v" (Wan 2.2 TI2V-5B with
+  // an image: the encoded image is latent frame 0).
+  std::string task = "t2v";
+  int64_t image_width = 0, image_height = 0;  // the input image (i2v, flf2v, ti2v)
+  int64_t max_area = 0;                       // image-to-video: the requested area
+  std::string clip_layout;                    // i2v / flf2v
+  nlohmann::json clip_config;
   std::string dit_model, dit_layout, t5_layout, vae_version;
   nlohmann::json dit_config, t5_config, vae_config;
   VideoRequest video;      // resolved size and frame count
@@ -107,7 +118,8 @@ GenerationPlan plan_generation(const GenerateOptions& options);
 
 struct GenerationResult {
   std::string output, sidecar;
-  double encode_seconds = 0, denoise_seconds = 0, decode_seconds = 0, total_seconds = 0;
+  double encode_seconds = 0, image_seconds = 0, denoise_seconds = 0, decode_seconds = 0,
+         total_seconds = 0;
   double seconds_per_step = 0;
   int64_t frames = 0;
   // With a weights budget: the DiT's streamed blocks (models/wan/dit.h).

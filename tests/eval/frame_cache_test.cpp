@@ -68,7 +68,7 @@ TEST(FrameCache, ModelFingerprintChangesWithTheFiles) {
   vidax::testing::TempDir dir;
   for (const char* name : {"dit", "t5", "vae", "tok"}) std::ofstream(dir.file(name)) << name;
   const ModelFiles files{
-      dir.file("dit"), dir.file("t5"), dir.file("vae"), dir.file("tok"), "", "", 0};
+      dir.file("dit"), dir.file("t5"), dir.file("vae"), dir.file("tok"), "", "", 0, ""};
   const std::string a = model_fingerprint(files);
   EXPECT_EQ(a, model_fingerprint(files));
   std::ofstream(dir.file("vae")) << "other weights";

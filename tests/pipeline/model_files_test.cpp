@@ -127,7 +127,7 @@ TEST(ModelFiles, ComfyUiFolderNeedsTokenizerFlag) {
 }
 
 TEST(ModelFiles, ExplicitFilesAndErrors) {
-  ModelFiles flags{"a.safetensors", "t5.pth", "vae.pth", "spiece.model", "", "", 0};
+  ModelFiles flags{"a.safetensors", "t5.pth", "vae.pth", "spiece.model", "", "", 0, ""};
   EXPECT_EQ(resolve_model_files("", flags).layout, "explicit");
   flags.vae.clear();
   EXPECT_NE(error_of("", flags).find("--vae"), std::string::npos);

@@ -45,7 +45,8 @@ GenerateOptions wan22_files(const testing::TempDir& dir, int64_t dit_text_len = 
              tokenizer,
              "explicit",
              "",
-             0};
+             0,
+             ""};
   o.prompt = "x";
   return o;
 }

@@ -20,7 +20,7 @@ namespace vidax::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, dit, dit_low, t5, vae, tokenizer;
+  std::string model, dit, dit_low, t5, vae, tokenizer, clip, image, last_image;
   std::string prompt, negative_prompt, size = "832x480", sampler = "unipc", precision = "bf16",
                                        vae_precision;
   std::string output = "out.mp4", attention = "dense";
@@ -39,13 +39,22 @@ std::vector<std::string> command_line_of(int argc, char** argv) {
 
 GenerateOptions to_options(const GenerateArgs& a) {
   GenerateOptions o;
-  ModelFiles given{a.dit, a.t5, a.vae, a.tokenizer, "", "", 0};
+  ModelFiles given;
+  given.dit = a.dit;
+  given.t5 = a.t5;
+  given.vae = a.vae;
+  given.tokenizer = a.tokenizer;
   given.dit_low = a.dit_low;
+  given.clip = a.clip;
   if (!a.dit_low.empty() && a.dit.empty())
     throw_input_error("--dit-low: the low-noise expert needs --dit (the high-noise expert)");
   o.files = resolve_model_files(a.model, given);
   if (a.prompt.empty()) throw_input_error("--prompt: the prompt is empty");
   o.prompt = a.prompt;
+  o.image = a.image;
+  o.last_image = a.last_image;
+  if (!a.last_image.empty() && a.image.empty())
+    throw_input_error("--last-image: give the first frame with --image too");
   if (a.negative_given) o.negative_prompt = a.negative_prompt;
   if (a.size_given) {
     const auto [w, h] = parse_size(a.size, "--size");
@@ -100,6 +109,11 @@ void register_generate(CLI::App& app, int argc, char** argv) {
   cmd->add_option("--t5", a->t5, "umT5 text encoder file/folder (overrides --model)");
   cmd->add_option("--vae", a->vae, "VAE file/folder (overrides --model)");
   cmd->add_option("--tokenizer", a->tokenizer, "spiece.model or the folder holding it");
+  cmd->add_option("--clip", a->clip,
+                  "CLIP image encoder of Wan 2.1 I2V / FLF2V (overrides --model)");
+  cmd->add_option("--image", a->image,
+                  "image-to-video: the first frame (PNG, JPEG, WebP); --size then gives the area");
+  cmd->add_option("--last-image", a->last_image, "first-last-frame (FLF2V) models: the last frame");
   cmd->add_option("--prompt,-p", a->prompt, "text prompt")->required();
   auto* negative = cmd->add_option("--negative-prompt", a->negative_prompt,
                                    "negative prompt (default: the official Wan negative prompt)");

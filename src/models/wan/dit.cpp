@@ -175,6 +175,7 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision,
     m.img3 = PackedLinear(w("img_emb.proj.3.weight"), w("img_emb.proj.3.bias"), cd);
     m.img_ln4_w = vec(w, "img_emb.proj.4.weight");
     m.img_ln4_b = vec(w, "img_emb.proj.4.bias");
+    if (config.flf_pos_tokens > 0) m.img_emb_pos = vec(w, "img_emb.emb_pos");
   }
   m.rope = Rope3dTable::build(config.head_dim());
 
@@ -550,11 +551,20 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
   if (c.kind == DitKind::kI2V) {
     Tensor clip =
         s.clip_fea.dtype() == DType::kF32 ? s.clip_fea.contiguous() : s.clip_fea.to(DType::kF32);
-    if (clip.rank() == 3 && clip.dim(0) == 1) clip = clip.reshape(Shape{clip.dim(1), clip.dim(2)});
+    // [images, N, clip_dim] -> [images * N, clip_dim] (FLF2V: both images' tokens in a row).
+    if (clip.rank() == 3) clip = clip.reshape(Shape{clip.dim(0) * clip.dim(1), clip.dim(2)});
     if (clip.rank() != 2 || clip.dim(1) != c.clip_dim || clip.dim(0) == 0)
       throw_input_error("clip_fea: expected [1, N, ", c.clip_dim, "], got ",
                         s.clip_fea.shape().str());
     const int64_t n = clip.dim(0);
+    if (!m.img_emb_pos.empty()) {  // FLF2V: + emb_pos before the MLP
+      if (n != c.flf_pos_tokens)
+        throw_input_error("clip_fea: a first-last-frame model takes ", c.flf_pos_tokens,
+                          " CLIP tokens (two images), got ", s.clip_fea.shape().str());
+      if (!clip.writable() || clip.storage() == s.clip_fea.storage()) clip = clip.clone();
+      float* cp = clip.mutable_data<float>();
+      for (int64_t k = 0; k < n * c.clip_dim; ++k) cp[k] += m.img_emb_pos[static_cast<size_t>(k)];
+    }
     Buffer<float> ln(static_cast<size_t>(n * c.clip_dim)), h(static_cast<size_t>(n * c.clip_dim));
     layer_norm_rows(clip.data<float>(), ln.data(), n, c.clip_dim, m.img_ln0_w.data(),
                     m.img_ln0_b.data(), 1e-5f);

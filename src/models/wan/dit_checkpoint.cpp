@@ -42,6 +42,7 @@ const std::vector<std::pair<std::string, std::string>>& diffusers_renames() {
       {"img_emb.proj.1", "condition_embedder.image_embedder.ff.net.0.proj"},
       {"img_emb.proj.3", "condition_embedder.image_embedder.ff.net.2"},
       {"img_emb.proj.4", "condition_embedder.image_embedder.norm2"},
+      {"img_emb.emb_pos", "condition_embedder.image_embedder.pos_embed"},
   };
   return table;
 }
@@ -123,6 +124,16 @@ DitCheckpoint DitCheckpoint::open(const std::string& path,
     ck.config_ = infer_dit_config([&](const std::string& n) { return ck.layout_shape(n); }, path);
     ck.config_source_ = "inferred from tensor shapes";
   }
+  // FLF2V: the image branch's learnt position table fixes how many CLIP tokens it takes (two
+  // images x 257 for the real model); the file says how many.
+  // The image branch's width is the CLIP encoder's (1280 for ViT-H; config files rarely say).
+  if (ck.config_.kind == DitKind::kI2V)
+    if (const auto ln = ck.layout_shape("img_emb.proj.0.weight"); ln && ln->rank() == 1)
+      ck.config_.clip_dim = (*ln)[0];
+  if (ck.config_.kind == DitKind::kI2V)
+    if (const auto pos = ck.layout_shape("img_emb.emb_pos");
+        pos && ck.config_.clip_dim > 0 && pos->numel() % ck.config_.clip_dim == 0)
+      ck.config_.flf_pos_tokens = pos->numel() / ck.config_.clip_dim;
   ck.check(dit_tensor_decls(ck.config_), {});
   return ck;
 }

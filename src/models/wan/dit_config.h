@@ -33,6 +33,9 @@ struct DitConfig {
   double eps = 1e-6;
   // i2v only: CLIP feature width and token count (ViT-H/14: 1280 x 257).
   int64_t clip_dim = 1280;
+  // FLF2V (first-last-frame): the image branch adds a learnt position table `img_emb.emb_pos`
+  // [1, flf_pos_tokens, clip_dim] to the CLIP tokens of both images (2 x 257); 0 otherwise.
+  int64_t flf_pos_tokens = 0;
 
   int64_t head_dim() const { return dim / num_heads; }
   int64_t patch_volume() const { return patch[0] * patch[1] * patch[2]; }

@@ -97,6 +97,7 @@ struct WanDit::Impl {
   std::vector<float> head_modulation;  // [2 * dim]
   // i2v image projection (MLPProj): LN -> Linear -> GELU(erf) -> Linear -> LN, eps 1e-5.
   std::vector<float> img_ln0_w, img_ln0_b, img_ln4_w, img_ln4_b;
+  std::vector<float> img_emb_pos;  // FLF2V: [flf_pos_tokens, clip_dim]
   PackedLinear img1, img3;
   Rope3dTable rope;
   ExecContext ctx;                             // threads, profiler, mesh

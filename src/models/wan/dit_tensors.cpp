@@ -56,6 +56,7 @@ std::vector<TensorDecl> dit_tensor_decls(const DitConfig& c) {
     linear("img_emb.proj.3", dim, c.clip_dim);
     vec("img_emb.proj.4.weight", Shape{dim});
     vec("img_emb.proj.4.bias", Shape{dim});
+    if (c.flf_pos_tokens > 0) vec("img_emb.emb_pos", Shape{1, c.flf_pos_tokens, c.clip_dim});
   }
   return d;
 }
