@@ -150,7 +150,9 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   if (dc.text_dim != tc.dim)
     throw_input_error(o.files.t5, ": text encoder width ", tc.dim, " does not match the DiT's ",
                       "text_dim ", dc.text_dim, " (", o.files.dit, ")");
-  if (dc.in_dim != vc.z_dim || dc.out_dim != vc.z_dim)
+  // Wan 2.1 I2V / FLF2V take the noise, 4 mask channels and the encoded frames.
+  const int64_t expected_in = clip_model ? 2 * vc.z_dim + 4 : vc.z_dim;
+  if (dc.in_dim != expected_in || dc.out_dim != vc.z_dim)
     throw_input_error(o.files.vae, ": VAE latent channels ", vc.z_dim,
                       " do not match the DiT's in_dim/out_dim ", dc.in_dim, "/", dc.out_dim, " (",
                       o.files.dit, ")");
