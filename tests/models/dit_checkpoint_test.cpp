@@ -267,7 +267,12 @@ TEST(DitConfigTest, BadConfigJsonIsNamed) {
   EXPECT_THROW(dit_config_from_json("{not json", "cfg.json"), InputError);
   EXPECT_THROW(dit_config_from_json(R"({"dim": 100, "num_heads": 3})", "cfg.json"), InputError);
   EXPECT_THROW(dit_config_from_json(R"({"model_type": "v2v"})", "cfg.json"), InputError);
-  EXPECT_THROW(dit_config_from_json(R"({"model_type": "flf2v"})", "cfg.json"), InputError);
+  EXPECT_THROW(dit_config_from_json(R"({"model_type": "s2v"})", "cfg.json"), InputError);
+  // First-last-frame: the image branch with a position table for two images' CLIP tokens.
+  const DitConfig flf = dit_config_from_json(R"({"model_type": "flf2v"})", "cfg.json");
+  EXPECT_EQ(flf.kind, DitKind::kI2V);
+  EXPECT_EQ(flf.flf_pos_tokens, 514);
+  EXPECT_EQ(flf.kind_name(), "flf2v");
   EXPECT_THROW(dit_config_from_json(R"({"patch_size": ["1", "2", "2"]})", "cfg.json"), InputError);
   EXPECT_THROW(dit_config_from_json(R"({"window_size": [null, null]})", "cfg.json"), InputError);
   try {
