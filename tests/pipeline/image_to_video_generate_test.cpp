@@ -11,12 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "io/safetensors.h"
-#include "models/wan/dit_random.h"
-#include "models/wan/dit_tensors.h"
-#include "models/wan/t5_random.h"
-#include "models/wan/vae_random.h"
 #include "pipeline/text_to_video.h"
+#include "pipeline/tiny_pipeline_files.h"
 #include "support/test_support.h"
 
 namespace vidax {
@@ -26,22 +22,15 @@ std::string data(const std::string& name) {
   return std::string(VIDAX_SOURCE_DIR) + "/tests/data/" + name;
 }
 
-void write_t5(const testing::TempDir& dir) {
-  wan::T5Config t5;
-  t5.vocab = 300, t5.dim = 32, t5.dim_attn = 32, t5.dim_ffn = 64, t5.num_heads = 2;
-  t5.num_layers = 1;
-  wan::write_random_t5_checkpoint(dir.file("t5.safetensors"), t5, DType::kF32, 1);
-}
-
 // Wan 2.1 I2V (or FLF2V) on the pipelines fixture's DiT and CLIP with the shared tiny VAE.
-GenerateOptions i2v_options(const testing::TempDir& dir, bool flf = false) {
-  write_t5(dir);
+GenerateOptions i2v_options(const testing::TempDir& dir, const std::string& vae, bool flf = false) {
+  testing::write_tiny_t5(dir.file("t5.safetensors"));
   GenerateOptions o;
   o.files.dit = data(flf ? "wan_i2v/pipelines/flf2v_tiny.dit.safetensors"
                          : "wan_i2v/pipelines/i2v_tiny.dit.safetensors");
   o.files.t5 = dir.file("t5.safetensors");
-  o.files.vae = testing::wan_fixture("vae_tiny.weights.safetensors");
-  o.files.tokenizer = data("tokenizer/spiece.model");
+  o.files.vae = vae;
+  o.files.tokenizer = testing::tiny_tokenizer();
   o.files.clip = data("wan_i2v/pipelines/clip_tiny.pipelines.safetensors");
   o.files.layout = "explicit";
   o.prompt = "a red square";
@@ -56,10 +45,9 @@ GenerateOptions i2v_options(const testing::TempDir& dir, bool flf = false) {
 }
 
 TEST(ImageToVideoGenerate, Wan21I2vWritesAVideoOfTheImagesAspect) {
-  if (!std::filesystem::exists(testing::wan_fixture("vae_tiny.weights.safetensors")))
-    GTEST_SKIP() << "shared fixtures missing";
+  VIDAX_REQUIRE_FIXTURE(vae, "vae_tiny.weights.safetensors");
   testing::TempDir dir;
-  GenerateOptions o = i2v_options(dir);
+  GenerateOptions o = i2v_options(dir, vae);
   o.output = dir.file("out.mp4");
   const GenerationPlan plan = plan_generation(o);
   EXPECT_EQ(plan.task, "i2v");
@@ -88,10 +76,9 @@ TEST(ImageToVideoGenerate, Wan21I2vWritesAVideoOfTheImagesAspect) {
 }
 
 TEST(ImageToVideoGenerate, Wan21Flf2vTakesBothFrames) {
-  if (!std::filesystem::exists(testing::wan_fixture("vae_tiny.weights.safetensors")))
-    GTEST_SKIP() << "shared fixtures missing";
+  VIDAX_REQUIRE_FIXTURE(vae, "vae_tiny.weights.safetensors");
   testing::TempDir dir;
-  GenerateOptions o = i2v_options(dir, true);
+  GenerateOptions o = i2v_options(dir, vae, true);
   o.last_image = data("wan_i2v/images/photo.jpg");
   const GenerationPlan plan = plan_generation(o);
   EXPECT_EQ(plan.task, "flf2v");
@@ -104,27 +91,11 @@ TEST(ImageToVideoGenerate, Wan21Flf2vTakesBothFrames) {
   EXPECT_THROW(plan_generation(o), InputError);  // FLF2V needs both frames
 }
 
-TEST(ImageToVideoGenerate, Wan22Ti2vUsesTheImageAsFrameZero) {
+// The image's latent as frame 0 is checked step by step in image_to_video_test.cpp; here the
+// size rule, the task and a whole run through generate().
+TEST(ImageToVideoGenerate, Wan22Ti2vTakesAnImageOrNone) {
   testing::TempDir dir;
-  write_t5(dir);
-  wan::VaeConfig vae = *wan::vae_preset("wan2.2-vae");
-  vae.dim = 8, vae.dec_dim = 16;
-  wan::write_random_vae(dir.file("vae.safetensors"), vae, DType::kF32, 2);
-  wan::DitConfig dit;
-  dit.kind = wan::DitKind::kTI2V;
-  dit.in_dim = dit.out_dim = 48;
-  dit.dim = 128, dit.ffn_dim = 128, dit.num_heads = 1, dit.num_layers = 1, dit.text_dim = 32;
-  const auto w = wan::random_dit_weights(dit, DType::kF32, 3);
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& d : wan::dit_tensor_decls(dit)) tensors.emplace_back(d.name, w(d.name));
-  write_safetensors(dir.file("dit.safetensors"), tensors, {{"config", dit.to_json()}});
-  GenerateOptions o;
-  o.files.dit = dir.file("dit.safetensors");
-  o.files.t5 = dir.file("t5.safetensors");
-  o.files.vae = dir.file("vae.safetensors");
-  o.files.tokenizer = data("tokenizer/spiece.model");
-  o.files.layout = "explicit";
-  o.prompt = "x";
+  GenerateOptions o = testing::wan22_files(dir);
   o.image = data("wan_i2v/images/photo.webp");  // 45x31
   o.width = 96, o.height = 64, o.frames = 5;
   o.denoise.steps = 2;
@@ -136,20 +107,16 @@ TEST(ImageToVideoGenerate, Wan22Ti2vUsesTheImageAsFrameZero) {
   EXPECT_EQ(plan.video.width, 96);
   EXPECT_EQ(plan.video.height, 64);
   Progress quiet(stderr, false);
-  std::vector<Tensor> first_chunk;
-  o.on_frames = [&](const Tensor& f) {
-    if (first_chunk.empty()) first_chunk.push_back(f.clone());
-  };
   const GenerationResult r = generate(o, plan, quiet);
   EXPECT_EQ(r.frames, 5);
+  EXPECT_GT(r.image_seconds, 0);
   // Without --image the same model is text-to-video.
   o.image.clear();
   EXPECT_EQ(plan_generation(o).task, "t2v");
 }
 
 TEST(ImageToVideoGenerate, InputErrorsNameTheFlagOrFile) {
-  if (!std::filesystem::exists(testing::wan_fixture("vae_tiny.weights.safetensors")))
-    GTEST_SKIP() << "shared fixtures missing";
+  VIDAX_REQUIRE_FIXTURE(vae, "vae_tiny.weights.safetensors");
   testing::TempDir dir;
   auto expect_error = [](const GenerateOptions& o, const std::string& needle) {
     try {
@@ -159,7 +126,7 @@ TEST(ImageToVideoGenerate, InputErrorsNameTheFlagOrFile) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  GenerateOptions o = i2v_options(dir);
+  GenerateOptions o = i2v_options(dir, vae);
   GenerateOptions no_image = o;
   no_image.image.clear();
   expect_error(no_image, "--image");

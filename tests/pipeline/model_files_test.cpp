@@ -141,3 +141,43 @@ TEST(ModelFiles, ExplicitFilesAndErrors) {
 
 }  // namespace
 }  // namespace vidax
+
+namespace vidax {
+namespace {
+
+// The CLIP image encoder of Wan 2.1 I2V / FLF2V is found where each layout keeps it; a folder
+// without one leaves it empty (text-to-video needs none), and --clip overrides.
+TEST(ModelFiles, ClipImageEncoderInEveryLayout) {
+  testing::TempDir official;
+  touch(official.file("diffusion_pytorch_model.safetensors"));
+  touch(official.file("models_t5_umt5-xxl-enc-bf16.pth"));
+  touch(official.file("Wan2.1_VAE.pth"));
+  touch(official.file("google/umt5-xxl/spiece.model"));
+  EXPECT_TRUE(resolve_model_files(official.path(), {}).clip.empty());
+  touch(official.file("models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth"));
+  EXPECT_EQ(resolve_model_files(official.path(), {}).clip,
+            official.file("models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth"));
+
+  testing::TempDir diffusers;
+  touch(diffusers.file("model_index.json"), "{}");
+  for (const char* sub : {"transformer/config.json", "text_encoder/config.json", "vae/config.json",
+                          "tokenizer/spiece.model", "image_encoder/config.json"})
+    touch(diffusers.file(sub));
+  EXPECT_EQ(resolve_model_files(diffusers.path(), {}).clip, diffusers.file("image_encoder"));
+
+  testing::TempDir comfy;
+  touch(comfy.file("diffusion_models/wan2.1_i2v_480p_14B_bf16.safetensors"));
+  touch(comfy.file("text_encoders/umt5_xxl_fp16.safetensors"));
+  touch(comfy.file("vae/wan_2.1_vae.safetensors"));
+  touch(comfy.file("clip_vision/clip_vision_h.safetensors"));
+  touch(comfy.file("clip_vision/other_clip.safetensors"));
+  ModelFiles flags;
+  flags.tokenizer = "spiece.model";
+  EXPECT_EQ(resolve_model_files(comfy.path(), flags).clip,
+            comfy.file("clip_vision/clip_vision_h.safetensors"));  // the ViT-H one preferred
+  flags.clip = "mine.safetensors";
+  EXPECT_EQ(resolve_model_files(comfy.path(), flags).clip, "mine.safetensors");
+}
+
+}  // namespace
+}  // namespace vidax

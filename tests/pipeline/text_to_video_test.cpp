@@ -13,43 +13,13 @@
 #include "models/wan/dit_tensors.h"
 #include "models/wan/t5_random.h"
 #include "models/wan/vae_random.h"
+#include "pipeline/tiny_pipeline_files.h"
 #include "support/test_support.h"
 
 namespace vidax {
 namespace {
 
-// Tiny Wan 2.2-style files (48-channel VAE, DiT with in_dim 48) written with the random writers.
-GenerateOptions wan22_files(const testing::TempDir& dir, int64_t dit_text_len = 512) {
-  wan::T5Config t5;
-  t5.vocab = 300, t5.dim = 32, t5.dim_attn = 32, t5.dim_ffn = 64, t5.num_heads = 2;
-  t5.num_layers = 1;
-  wan::write_random_t5_checkpoint(dir.file("t5.safetensors"), t5, DType::kF32, 1);
-  wan::VaeConfig vae = *wan::vae_preset("wan2.2-vae");
-  vae.dim = 8, vae.dec_dim = 16;
-  wan::write_random_vae(dir.file("vae.safetensors"), vae, DType::kF32, 2);
-  wan::DitConfig dit;
-  dit.kind = wan::DitKind::kTI2V;
-  dit.in_dim = dit.out_dim = 48;
-  dit.dim = 128, dit.ffn_dim = 128, dit.num_heads = 1, dit.num_layers = 1, dit.text_dim = 32;
-  dit.text_len = dit_text_len;
-  const auto w = wan::random_dit_weights(dit, DType::kF32, 3);
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& d : wan::dit_tensor_decls(dit)) tensors.emplace_back(d.name, w(d.name));
-  write_safetensors(dir.file("dit.safetensors"), tensors, {{"config", dit.to_json()}});
-  GenerateOptions o;
-  const std::string tokenizer =
-      std::string(VIDAX_SOURCE_DIR) + "/tests/data/tokenizer/spiece.model";
-  o.files = {dir.file("dit.safetensors"),
-             dir.file("t5.safetensors"),
-             dir.file("vae.safetensors"),
-             tokenizer,
-             "explicit",
-             "",
-             0,
-             ""};
-  o.prompt = "x";
-  return o;
-}
+using testing::wan22_files;
 
 TEST(TextToVideoPlan, Wan22UsesItsOfficialDefaultsUnlessTold) {
   testing::TempDir dir;

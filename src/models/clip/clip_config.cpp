@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/config_json.h"
 
 namespace vidax::clip {
 
@@ -43,28 +44,6 @@ std::optional<ClipVisionConfig> clip_vision_preset(const std::string& name) {
 
 namespace {
 
-int64_t get_int(const nlohmann::json& j, std::initializer_list<const char*> keys, int64_t fallback,
-                const std::string& source) {
-  for (const char* key : keys) {
-    if (!j.contains(key) || j[key].is_null()) continue;
-    if (!j[key].is_number_integer())
-      throw_input_error(source, ": config key '", key, "' must be an integer, got ", j[key].dump());
-    return j[key].get<int64_t>();
-  }
-  return fallback;
-}
-
-double get_number(const nlohmann::json& j, std::initializer_list<const char*> keys, double fallback,
-                  const std::string& source) {
-  for (const char* key : keys) {
-    if (!j.contains(key) || j[key].is_null()) continue;
-    if (!j[key].is_number())
-      throw_input_error(source, ": config key '", key, "' must be a number, got ", j[key].dump());
-    return j[key].get<double>();
-  }
-  return fallback;
-}
-
 Activation parse_activation(const nlohmann::json& j, const char* key, const std::string& source) {
   if (!j.contains(key)) return Activation::kGelu;
   const auto& v = j[key];
@@ -78,37 +57,31 @@ Activation parse_activation(const nlohmann::json& j, const char* key, const std:
 
 ClipVisionConfig clip_vision_config_from_json(const std::string& json_text,
                                               const std::string& source) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json_text);
-  } catch (const std::exception& e) {
-    throw_input_error(source, ": invalid JSON: ", e.what());
-  }
-  if (!j.is_object()) throw_input_error(source, ": expected a JSON object");
+  nlohmann::json j = parse_config_object(json_text, source);
   if (j.contains("vision_config") && j["vision_config"].is_object()) j = j["vision_config"];
   ClipVisionConfig c;
   if (j.contains("hidden_size")) {  // transformers CLIPVisionConfig
-    c.dim = get_int(j, {"hidden_size"}, c.dim, source);
-    c.ffn_dim = get_int(j, {"intermediate_size"}, c.ffn_dim, source);
-    c.num_heads = get_int(j, {"num_attention_heads"}, c.num_heads, source);
-    c.num_layers = get_int(j, {"num_hidden_layers"}, c.num_layers, source);
-    c.image_size = get_int(j, {"image_size"}, c.image_size, source);
-    c.patch_size = get_int(j, {"patch_size"}, c.patch_size, source);
-    c.eps = get_number(j, {"layer_norm_eps"}, c.eps, source);
+    c.dim = config_int(j, {"hidden_size"}, c.dim, source);
+    c.ffn_dim = config_int(j, {"intermediate_size"}, c.ffn_dim, source);
+    c.num_heads = config_int(j, {"num_attention_heads"}, c.num_heads, source);
+    c.num_layers = config_int(j, {"num_hidden_layers"}, c.num_layers, source);
+    c.image_size = config_int(j, {"image_size"}, c.image_size, source);
+    c.patch_size = config_int(j, {"patch_size"}, c.patch_size, source);
+    c.eps = config_number(j, {"layer_norm_eps"}, c.eps, source);
     c.activation = parse_activation(j, "hidden_act", source);
-    if (get_int(j, {"num_channels"}, 3, source) != 3)
+    if (config_int(j, {"num_channels"}, 3, source) != 3)
       throw_input_error(source, ": num_channels must be 3 (RGB)");
   } else {
-    c.image_size = get_int(j, {"image_size"}, c.image_size, source);
-    c.patch_size = get_int(j, {"patch_size"}, c.patch_size, source);
-    c.dim = get_int(j, {"dim", "vision_dim"}, c.dim, source);
-    const double ratio = get_number(j, {"mlp_ratio", "vision_mlp_ratio"}, 4.0, source);
+    c.image_size = config_int(j, {"image_size"}, c.image_size, source);
+    c.patch_size = config_int(j, {"patch_size"}, c.patch_size, source);
+    c.dim = config_int(j, {"dim", "vision_dim"}, c.dim, source);
+    const double ratio = config_number(j, {"mlp_ratio", "vision_mlp_ratio"}, 4.0, source);
     if (!(ratio > 0 && ratio < 1024)) throw_input_error(source, ": mlp_ratio must be positive");
-    c.ffn_dim = get_int(j, {"ffn_dim"}, static_cast<int64_t>(static_cast<double>(c.dim) * ratio),
-                        source);  // int(dim * mlp_ratio), as the official constructor
-    c.num_heads = get_int(j, {"num_heads", "vision_heads"}, c.num_heads, source);
-    c.num_layers = get_int(j, {"num_layers", "vision_layers"}, c.num_layers, source);
-    c.eps = get_number(j, {"eps", "norm_eps"}, c.eps, source);
+    c.ffn_dim = config_int(j, {"ffn_dim"}, static_cast<int64_t>(static_cast<double>(c.dim) * ratio),
+                           source);  // int(dim * mlp_ratio), as the official constructor
+    c.num_heads = config_int(j, {"num_heads", "vision_heads"}, c.num_heads, source);
+    c.num_layers = config_int(j, {"num_layers", "vision_layers"}, c.num_layers, source);
+    c.eps = config_number(j, {"eps", "norm_eps"}, c.eps, source);
     c.activation = parse_activation(j, "activation", source);
     if (j.contains("pool_type") && j["pool_type"] != "token")
       throw_input_error(source, ": pool_type ", j["pool_type"].dump(),

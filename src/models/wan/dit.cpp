@@ -561,7 +561,7 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
       if (n != c.flf_pos_tokens)
         throw_input_error("clip_fea: a first-last-frame model takes ", c.flf_pos_tokens,
                           " CLIP tokens (two images), got ", s.clip_fea.shape().str());
-      if (!clip.writable() || clip.storage() == s.clip_fea.storage()) clip = clip.clone();
+      clip = clip.clone();  // never write into the caller's tensor
       float* cp = clip.mutable_data<float>();
       for (int64_t k = 0; k < n * c.clip_dim; ++k) cp[k] += m.img_emb_pos[static_cast<size_t>(k)];
     }

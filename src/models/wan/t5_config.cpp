@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/config_json.h"
 
 namespace vidax::wan {
 
@@ -48,63 +49,42 @@ std::optional<T5Config> t5_preset(const std::string& name) {
 
 std::vector<std::string> t5_preset_names() { return {"umt5-xxl"}; }
 
-namespace {
-
-int64_t get_int(const nlohmann::json& j, std::initializer_list<const char*> keys, int64_t fallback,
-                const std::string& source) {
-  for (const char* key : keys) {
-    if (!j.contains(key) || j[key].is_null()) continue;
-    if (!j[key].is_number_integer())
-      throw_input_error(source, ": config key '", key, "' must be an integer, got ", j[key].dump());
-    return j[key].get<int64_t>();
-  }
-  return fallback;
-}
-
-}  // namespace
-
 T5Config t5_config_from_json(const std::string& json_text, const std::string& source) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json_text);
-  } catch (const std::exception& e) {
-    throw_input_error(source, ": invalid JSON: ", e.what());
-  }
-  if (!j.is_object()) throw_input_error(source, ": expected a JSON object");
+  nlohmann::json j = parse_config_object(json_text, source);
   T5Config c;
   if (j.contains("d_model")) {  // transformers UMT5Config / T5Config
-    c.vocab = get_int(j, {"vocab_size"}, c.vocab, source);
-    c.dim = get_int(j, {"d_model"}, c.dim, source);
-    c.num_heads = get_int(j, {"num_heads"}, c.num_heads, source);
+    c.vocab = config_int(j, {"vocab_size"}, c.vocab, source);
+    c.dim = config_int(j, {"d_model"}, c.dim, source);
+    c.num_heads = config_int(j, {"num_heads"}, c.num_heads, source);
     if (c.num_heads <= 0 || c.num_heads > kMaxT5Heads)
       throw_input_error(source, ": num_heads ", c.num_heads, " must be in 1..", kMaxT5Heads);
-    const int64_t d_kv = get_int(j, {"d_kv"}, 64, source);
+    const int64_t d_kv = config_int(j, {"d_kv"}, 64, source);
     if (d_kv <= 0 || d_kv > kMaxT5Width)
       throw_input_error(source, ": d_kv ", d_kv, " must be in 1..", kMaxT5Width);
     c.dim_attn = d_kv * c.num_heads;
-    c.dim_ffn = get_int(j, {"d_ff"}, c.dim_ffn, source);
-    c.num_layers = get_int(j, {"num_layers"}, c.num_layers, source);
-    c.num_buckets = get_int(j, {"relative_attention_num_buckets"}, c.num_buckets, source);
+    c.dim_ffn = config_int(j, {"d_ff"}, c.dim_ffn, source);
+    c.num_layers = config_int(j, {"num_layers"}, c.num_layers, source);
+    c.num_buckets = config_int(j, {"relative_attention_num_buckets"}, c.num_buckets, source);
     if (j.contains("relative_attention_max_distance") &&
-        get_int(j, {"relative_attention_max_distance"}, 128, source) != 128)
+        config_int(j, {"relative_attention_max_distance"}, 128, source) != 128)
       throw_input_error(source, ": relative_attention_max_distance must be 128 (umT5)");
     if (j.contains("feed_forward_proj") && j["feed_forward_proj"] != "gated-gelu")
       throw_input_error(source, ": feed_forward_proj ", j["feed_forward_proj"].dump(),
                         " is not supported (umT5 uses \"gated-gelu\")");
   } else {
-    c.vocab = get_int(j, {"vocab", "vocab_size"}, c.vocab, source);
-    c.dim = get_int(j, {"dim"}, c.dim, source);
-    c.dim_attn = get_int(j, {"dim_attn"}, c.dim_attn, source);
-    c.dim_ffn = get_int(j, {"dim_ffn"}, c.dim_ffn, source);
-    c.num_heads = get_int(j, {"num_heads"}, c.num_heads, source);
-    c.num_layers = get_int(j, {"num_layers", "encoder_layers"}, c.num_layers, source);
-    c.num_buckets = get_int(j, {"num_buckets"}, c.num_buckets, source);
+    c.vocab = config_int(j, {"vocab", "vocab_size"}, c.vocab, source);
+    c.dim = config_int(j, {"dim"}, c.dim, source);
+    c.dim_attn = config_int(j, {"dim_attn"}, c.dim_attn, source);
+    c.dim_ffn = config_int(j, {"dim_ffn"}, c.dim_ffn, source);
+    c.num_heads = config_int(j, {"num_heads"}, c.num_heads, source);
+    c.num_layers = config_int(j, {"num_layers", "encoder_layers"}, c.num_layers, source);
+    c.num_buckets = config_int(j, {"num_buckets"}, c.num_buckets, source);
     if (j.contains("shared_pos") && j["shared_pos"] == true)
       throw_input_error(source,
                         ": shared_pos=true (one position table for all blocks) is not "
                         "supported; umT5 uses a table per block");
   }
-  c.text_len = get_int(j, {"text_len"}, c.text_len, source);
+  c.text_len = config_int(j, {"text_len"}, c.text_len, source);
   c.validate(source);
   return c;
 }
