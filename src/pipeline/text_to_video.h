@@ -127,10 +127,33 @@ struct GenerationResult {
   std::array<int, 2> expert_steps{};  // two experts: steps run by the high / low-noise one
 };
 
-// Runs the plan. The video and its sidecar (`<output>.json`) appear only when complete; on any
-// error (or SIGINT/SIGTERM once install_temp_cleanup_handlers() ran) nothing is left behind.
+// Runs the plan for options.prompt, options.seed and options.output. The video and its sidecar
+// (`<output>.json`) appear only when complete; on any error (or SIGINT/SIGTERM once
+// install_temp_cleanup_handlers() ran) nothing is left behind.
 GenerationResult generate(const GenerateOptions& options, const GenerationPlan& plan,
                           Progress& progress);
+
+// One video of a batch: its prompt, noise seed and output (empty: frames to on_frames only).
+struct GenerationItem {
+  std::string prompt;
+  uint64_t seed = 0;
+  std::string output;
+};
+
+// Runs the plan for every item (options.prompt, seed and output are not used), each model
+// loaded once for the whole batch: umT5 encodes every prompt and the negative prompt once, the
+// image conditioning is computed once, one DiT denoises each prompt in turn (a two-expert model
+// loads its experts per prompt, as one expert is held at a time), one VAE decodes each. Each
+// video is published with its sidecar as soon as it is decoded, so a failure later in the batch
+// keeps the videos already finished (and leaves no partial file). Every output is checked
+// before any work. Results in item order.
+std::vector<GenerationResult> generate_batch(const GenerateOptions& options,
+                                             const std::vector<GenerationItem>& items,
+                                             const GenerationPlan& plan, Progress& progress);
+
+// The output of item `index` (0-based) of `count`: "out.mp4" -> "out_001.mp4", "frames/" ->
+// "frames_001/" (at least 3 digits, more when count needs them).
+std::string batch_output_path(const std::string& output, int64_t index, int64_t count);
 
 std::string sidecar_path_for(const std::string& output);
 

@@ -334,6 +334,46 @@ TEST(GenerateEndToEnd, BadRequestsAreRefusedUpFrontAndLeaveNothing) {
   EXPECT_TRUE(fs::is_empty(out.path()));
 }
 
+TEST(GenerateEndToEnd, PromptsFileRendersEachLineAsItsOwnRunWould) {
+  TempDir out;
+  {
+    std::ofstream f(out.file("prompts.txt"));
+    f << "a blue circle grows\n\na red square moves to the left\r\n";
+  }
+  const std::string m = "generate " + model_args("official") +
+                        " --size 64x64 --frames 5 --steps 2 --no-hash --seed 11 ";
+  const Result dry = vidax(m + "--prompts " + out.file("prompts.txt") + " --dry-run --json");
+  ASSERT_EQ(dry.code, 0) << dry.out;
+  EXPECT_EQ(json::parse(dry.out)["prompts"].size(), 2u);
+  const Result r =
+      vidax(m + "--prompts " + out.file("prompts.txt") + " --json -o " + out.file("batch/"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json results = json::parse(r.out);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[1]["prompt"], "a red square moves to the left");
+  EXPECT_EQ(results[1]["seed"], 12);
+  EXPECT_EQ(results[1]["output"], out.file("batch_002/"));
+  const json side = json::parse(std::ifstream(out.file("batch_002.json")));
+  EXPECT_EQ(side["batch"]["count"], 2);
+  // Prompt i with seed 11 + i, run alone, gives the same PNG frames byte for byte.
+  const char* prompts[] = {"'a blue circle grows'", "'a red square moves to the left'"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string alone = out.file("alone" + std::to_string(i) + "/");
+    const Result one = vidax("generate " + model_args("official") +
+                             " --size 64x64 --frames 5 --steps 2 --no-hash --seed " +
+                             std::to_string(11 + i) + " --prompt " + prompts[i] + " -o " + alone);
+    ASSERT_EQ(one.code, 0) << one.out;
+    expect_same_frames(out.file("batch_00" + std::to_string(i + 1)), alone);
+  }
+  // Errors name the flag or the file, before any work.
+  TempDir none;
+  expect_error(m + "--prompt x --prompts " + out.file("prompts.txt") + " -o " + none.file("a/"),
+               "--prompts");
+  expect_error(m + "--prompts " + none.file("missing.txt") + " -o " + none.file("a/"),
+               "missing.txt");
+  EXPECT_TRUE(fs::is_empty(none.path()));
+}
+
 TEST(GenerateEndToEnd, LateFailuresLeaveNothingAndOddPromptsWork) {
   TempDir out;
   const std::string m = "generate " + model_args("official") +

@@ -74,6 +74,59 @@ TEST(T5Encoder, EncodeOnRealTokensEqualsContextAndForwardRows) {
   EXPECT_TRUE(all_close(context, full.slice(0, 0, 9), 1e-6, 1e-6, "trimmed vs padded"));
 }
 
+TEST(T5Encoder, BatchMatchesOfficialEncoderOnPaddedPrompts) {
+  // tests/data/t5_batch: the official T5Encoder on three prompts of 9, 4 and 12 tokens padded
+  // to 12, in one call.
+  VIDAX_REQUIRE_FIXTURE(weights, "t5_tiny.weights.safetensors");
+  const auto io = SafetensorsFile::open(std::string(VIDAX_SOURCE_DIR) +
+                                        "/tests/data/t5_batch/t5_batch.io.safetensors");
+  T5Encoder enc = load_tiny(weights, Precision::kFP32);
+  std::map<std::string, Tensor> got;
+  const Tensor out = enc.forward_batch(io.tensor("ids"), io.tensor("mask"),
+                                       [&](const std::string& n, const Tensor& t) { got[n] = t; });
+  ASSERT_EQ(out.shape(), (Shape{3, 12, 32}));
+  EXPECT_TRUE(all_close(out, io.tensor("out"), kTol, kTol, "out"));
+  // Captures are stacked on the batch; the buckets come once.
+  EXPECT_EQ(got.at("rel_buckets").shape(), (Shape{12, 12}));
+  EXPECT_EQ(got.at("block1.pos_bias").shape(), (Shape{3, 4, 12, 12}));
+  EXPECT_TRUE(all_close(got.at("out"), io.tensor("out"), kTol, kTol, "captured out"));
+  // Each prompt's context from its own real tokens (encode_batch) equals the reference's.
+  std::vector<TokenizedText> texts;
+  for (int64_t b = 0; b < 3; ++b) {
+    TokenizedText t;
+    t.ids = io.tensor("ids").select(0, b).contiguous();
+    t.mask = io.tensor("mask").select(0, b).contiguous();
+    for (int64_t i = 0; i < 12; ++i) t.count += t.mask.data<int64_t>()[i];
+    texts.push_back(t);
+  }
+  const std::vector<Tensor> contexts = enc.encode_batch(texts);
+  ASSERT_EQ(contexts.size(), 3u);
+  for (int64_t b = 0; b < 3; ++b) {
+    const std::string name = "context." + std::to_string(b);
+    EXPECT_TRUE(all_close(contexts[static_cast<size_t>(b)], io.tensor(name), kTol, kTol, name));
+  }
+  EXPECT_EQ(contexts[1].shape(), (Shape{4, 32}));
+}
+
+TEST(T5Encoder, BatchRejectsMismatchedShapesAndNamesThePrompt) {
+  T5Config c;
+  c.vocab = 50, c.dim = 16, c.dim_attn = 16, c.dim_ffn = 32, c.num_heads = 2, c.num_layers = 1;
+  T5Encoder enc(c, random_t5_weights(c, DType::kF32, 3), Precision::kFP32);
+  Tensor ids = Tensor::zeros(Shape{2, 3}, DType::kI64),
+         mask = Tensor::zeros(Shape{2, 3}, DType::kI64);
+  for (int64_t i = 0; i < 6; ++i) mask.mutable_data<int64_t>()[i] = 1;
+  EXPECT_EQ(enc.forward_batch(ids, mask).shape(), (Shape{2, 3, 16}));
+  EXPECT_THROW(enc.forward_batch(ids, Tensor::zeros(Shape{2, 4}, DType::kI64)), InputError);
+  EXPECT_THROW(enc.forward_batch(ids.reshape(Shape{6}), mask.reshape(Shape{6})), InputError);
+  for (int64_t i = 3; i < 6; ++i) mask.mutable_data<int64_t>()[i] = 0;  // prompt 1: no token
+  try {
+    enc.forward_batch(ids, mask);
+    ADD_FAILURE() << "expected an error for prompt 1";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("prompt 1 of 2"), std::string::npos) << e.what();
+  }
+}
+
 TEST(T5Encoder, Bf16PathStaysCloseToReference) {
   VIDAX_REQUIRE_FIXTURE(weights, "t5_tiny.weights.safetensors");
   VIDAX_REQUIRE_FIXTURE(io_path, "t5_tiny.io.safetensors");

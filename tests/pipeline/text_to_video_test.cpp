@@ -6,6 +6,9 @@
 #pragma GCC diagnostic ignored "-Wrestrict"
 #endif
 
+#include <filesystem>
+#include <fstream>
+
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "models/wan/dit_checkpoint.h"
@@ -19,6 +22,7 @@
 namespace vidax {
 namespace {
 
+using nlohmann::json;
 using testing::wan22_files;
 
 TEST(TextToVideoPlan, Wan22UsesItsOfficialDefaultsUnlessTold) {
@@ -86,6 +90,78 @@ TEST(TextToVideoPlan, ADiTWithAShortTextLenTruncatesThePrompt) {
   const GenerationResult r = generate(o, plan, quiet);
   EXPECT_EQ(r.frames, 1);
   EXPECT_EQ(frames_seen, 1);
+}
+
+TEST(TextToVideoBatch, EachPromptEqualsItsOwnRunAndIsPublishedWithItsSidecar) {
+  testing::TempDir dir;
+  GenerateOptions o = wan22_files(dir, 6);
+  o.width = 32, o.height = 32, o.frames = 5;
+  o.denoise.steps = 2;
+  o.hash_models = false;
+  const GenerationPlan plan = plan_generation(o);
+  Progress quiet(stderr, false);
+  const std::vector<GenerationItem> items = {{"a red square", 7, dir.file("b_001.mp4")},
+                                             {"a green circle grows", 8, dir.file("b_002.mp4")},
+                                             {"a red square", 9, ""}};  // no output: frames only
+  std::vector<std::vector<float>> batch_frames(items.size());
+  size_t current = 0;
+  int64_t seen = 0;
+  o.on_frames = [&](const Tensor& f) {
+    const float* d = f.data<float>();
+    batch_frames[current].insert(batch_frames[current].end(), d, d + f.numel());
+    seen += f.dim(1);
+    if (seen % 5 == 0) ++current;  // 5 frames per video
+  };
+  const std::vector<GenerationResult> results = generate_batch(o, items, plan, quiet);
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].output, dir.file("b_001.mp4"));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("b_002.mp4")));
+  EXPECT_TRUE(results[2].output.empty());
+  const json side = json::parse(std::ifstream(dir.file("b_002.mp4.json")));
+  EXPECT_EQ(side["prompt"], "a green circle grows");
+  EXPECT_EQ(side["seed"], 8);
+  EXPECT_EQ(side["batch"]["index"], 1);
+  EXPECT_EQ(side["batch"]["count"], 3);
+  // Each video is what a run of that prompt and seed alone gives, bit for bit.
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::vector<float> alone;
+    GenerateOptions single = o;
+    single.prompt = items[i].prompt;
+    single.seed = items[i].seed;
+    single.output.clear();
+    single.on_frames = [&](const Tensor& f) {
+      alone.insert(alone.end(), f.data<float>(), f.data<float>() + f.numel());
+    };
+    generate(single, plan, quiet);
+    ASSERT_EQ(alone.size(), batch_frames[i].size()) << "video " << i;
+    EXPECT_EQ(alone, batch_frames[i]) << "video " << i;
+  }
+  EXPECT_NE(batch_frames[0], batch_frames[2]);  // same prompt, other seed
+}
+
+TEST(TextToVideoBatch, ABadOutputAnywhereFailsBeforeAnyWork) {
+  testing::TempDir dir;
+  GenerateOptions o = wan22_files(dir, 6);
+  o.width = 32, o.height = 32, o.frames = 1;
+  o.denoise.steps = 1;
+  o.hash_models = false;
+  const GenerationPlan plan = plan_generation(o);
+  Progress quiet(stderr, false);
+  const std::vector<GenerationItem> items = {{"a", 1, dir.file("ok.mp4")},
+                                             {"b", 2, dir.file("no/such/dir/x.mp4")}};
+  EXPECT_THROW(generate_batch(o, items, plan, quiet), InputError);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("ok.mp4")));
+  EXPECT_THROW(generate_batch(o, {{"", 1, ""}}, plan, quiet), InputError);
+  EXPECT_THROW(generate_batch(o, {}, plan, quiet), InputError);
+}
+
+TEST(TextToVideoBatch, OutputsAreNumbered) {
+  EXPECT_EQ(batch_output_path("out.mp4", 0, 2), "out_001.mp4");
+  EXPECT_EQ(batch_output_path("dir/clip.webm", 11, 12), "dir/clip_012.webm");
+  EXPECT_EQ(batch_output_path("frames/", 1, 3), "frames_002/");
+  EXPECT_EQ(batch_output_path("a.b/v.mp4", 999, 1000), "a.b/v_1000.mp4");
+  EXPECT_EQ(batch_output_path("noext", 4, 5), "noext_005");
+  EXPECT_THROW(batch_output_path("out.mp4", 2, 2), InputError);
 }
 
 TEST(TextToVideoPlan, SidecarPathFollowsTheOutput) {

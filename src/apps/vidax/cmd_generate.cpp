@@ -1,6 +1,7 @@
 // `vidax generate`: text to video with a Wan T2V model, as the official pipeline does it.
 //   vidax generate --model DIR --prompt "..." -o out.mp4
 //   vidax generate --dit F --t5 F --vae F --tokenizer F --prompt "..." -o out.mp4
+//   vidax generate --model DIR --prompts prompts.txt -o out.mp4   (out_001.mp4, out_002.mp4...)
 // `--dry-run` prints the plan (files, configs, tokens, memory per phase) and loads nothing.
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include "apps/vidax/weight_args.h"
 #include "core/error.h"
 #include "dist/tensor_collectives.h"
+#include "io/prompt_file.h"
 #include "io/temp_paths.h"
 #include "pipeline/text_to_video.h"
 #include "sampling/scheduler.h"
@@ -21,8 +23,8 @@ namespace {
 
 struct GenerateArgs {
   std::string model, dit, dit_low, t5, vae, tokenizer, clip, image, last_image;
-  std::string prompt, negative_prompt, size = "832x480", sampler = "unipc", precision = "bf16",
-                                       vae_precision;
+  std::string prompt, prompts_file, negative_prompt, size = "832x480", sampler = "unipc",
+                                                     precision = "bf16", vae_precision;
   std::string output = "out.mp4", attention = "dense";
   WeightArgs residency;
   bool negative_given = false, size_given = false, frames_given = false, fps_given = false;
@@ -49,7 +51,11 @@ GenerateOptions to_options(const GenerateArgs& a) {
   if (!a.dit_low.empty() && a.dit.empty())
     throw_input_error("--dit-low: the low-noise expert needs --dit (the high-noise expert)");
   o.files = resolve_model_files(a.model, given);
-  if (a.prompt.empty()) throw_input_error("--prompt: the prompt is empty");
+  if (a.prompt.empty() == a.prompts_file.empty())
+    throw_input_error(
+        "give the prompt with --prompt TEXT or a file of prompts with --prompts FILE");
+  if (a.prompts_file.empty() && a.prompt.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw_input_error("--prompt: the prompt is empty");
   o.prompt = a.prompt;
   o.image = a.image;
   o.last_image = a.last_image;
@@ -114,7 +120,10 @@ void register_generate(CLI::App& app, int argc, char** argv) {
   cmd->add_option("--image", a->image,
                   "image-to-video: the first frame (PNG, JPEG, WebP); --size then gives the area");
   cmd->add_option("--last-image", a->last_image, "first-last-frame (FLF2V) models: the last frame");
-  cmd->add_option("--prompt,-p", a->prompt, "text prompt")->required();
+  cmd->add_option("--prompt,-p", a->prompt, "text prompt");
+  cmd->add_option("--prompts", a->prompts_file,
+                  "render every line of this UTF-8 file (blank lines skipped), loading each "
+                  "model once; prompt i gets seed + i - 1 and output out_00i.mp4");
   auto* negative = cmd->add_option("--negative-prompt", a->negative_prompt,
                                    "negative prompt (default: the official Wan negative prompt)");
   auto* size = cmd->add_option(
@@ -170,6 +179,10 @@ void register_generate(CLI::App& app, int argc, char** argv) {
     o.ctx.mesh = mesh.get();
     // A random seed is drawn on rank 0 and shared, so every rank draws the same noise.
     o.seed = dist::broadcast_u64(mesh->world(), o.seed, 0);
+    // The prompt file is read before anything else is opened, so its errors come first.
+    const std::vector<std::string> prompts = a->prompts_file.empty()
+                                                 ? std::vector<std::string>{o.prompt}
+                                                 : read_prompt_file(a->prompts_file);
     const GenerationPlan plan = plan_generation(o);
     check_mesh_for_model(*mesh, plan.dit_config.value("num_heads", int64_t{0}),
                          true);  // generate always runs both branches, as the reference
@@ -180,35 +193,60 @@ void register_generate(CLI::App& app, int argc, char** argv) {
     const bool output_rank = is_output_rank();
     if (a->dry_run) {
       if (!output_rank) return;
+      nlohmann::json j = plan.to_json();
+      if (!a->prompts_file.empty()) j["prompts"] = prompts;
       if (a->json)
-        std::printf(
-            "%s\n",
-            plan.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        std::printf("%s\n",
+                    j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
       else
-        std::printf("%s", plan.to_text().c_str());
+        std::printf("%s%s", plan.to_text().c_str(),
+                    a->prompts_file.empty()
+                        ? ""
+                        : ("batch   " + std::to_string(prompts.size()) + " prompts from " +
+                           a->prompts_file + ", each model loaded once\n")
+                              .c_str());
       return;
     }
     require_fits(plan.memory, plan.available_bytes);
     install_temp_cleanup_handlers();
     Progress progress(stderr, output_rank && Progress::should_enable(a->progress));
-    const GenerationResult r = generate(o, plan, progress);
-    if (!output_rank) return;
-    if (a->json) {
-      nlohmann::json j = {{"output", r.output},
-                          {"sidecar", r.sidecar},
-                          {"frames", r.frames},
-                          {"seed", o.seed},
-                          {"seconds_per_step", r.seconds_per_step},
-                          {"encode_seconds", r.encode_seconds},
-                          {"denoise_seconds", r.denoise_seconds},
-                          {"decode_seconds", r.decode_seconds},
-                          {"total_seconds", r.total_seconds}};
-      std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::vector<GenerationItem> items;
+    if (a->prompts_file.empty()) {
+      items.push_back({o.prompt, o.seed, o.output});
     } else {
-      std::fprintf(stderr, "vidax: wrote %s (%lld frames, seed %llu) in %.1f s; settings in %s\n",
-                   r.output.c_str(), static_cast<long long>(r.frames),
-                   static_cast<unsigned long long>(o.seed), r.total_seconds, r.sidecar.c_str());
+      const auto n = static_cast<int64_t>(prompts.size());
+      for (int64_t i = 0; i < n; ++i)
+        items.push_back({prompts[static_cast<size_t>(i)], o.seed + static_cast<uint64_t>(i),
+                         o.output.empty() ? "" : batch_output_path(o.output, i, n)});
     }
+    const std::vector<GenerationResult> results = generate_batch(o, items, plan, progress);
+    if (!output_rank) return;
+    nlohmann::json all = nlohmann::json::array();
+    for (size_t i = 0; i < results.size(); ++i) {
+      const GenerationResult& r = results[i];
+      if (a->json) {
+        all.push_back({{"output", r.output},
+                       {"sidecar", r.sidecar},
+                       {"prompt", items[i].prompt},
+                       {"frames", r.frames},
+                       {"seed", items[i].seed},
+                       {"seconds_per_step", r.seconds_per_step},
+                       {"encode_seconds", r.encode_seconds},
+                       {"denoise_seconds", r.denoise_seconds},
+                       {"decode_seconds", r.decode_seconds},
+                       {"total_seconds", r.total_seconds}});
+      } else {
+        std::fprintf(stderr, "vidax: wrote %s (%lld frames, seed %llu) in %.1f s; settings in %s\n",
+                     r.output.c_str(), static_cast<long long>(r.frames),
+                     static_cast<unsigned long long>(items[i].seed), r.total_seconds,
+                     r.sidecar.c_str());
+      }
+    }
+    // One object for one --prompt (as before), an array for --prompts.
+    if (a->json)
+      std::printf("%s\n", (a->prompts_file.empty() ? all.front() : all)
+                              .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                              .c_str());
   });
 }
 

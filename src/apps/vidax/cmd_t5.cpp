@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/vidax/commands.h"
+#include "io/prompt_file.h"
 #include "io/safetensors.h"
 #include "models/wan/t5_checkpoint.h"
 #include "models/wan/t5_encoder.h"
@@ -23,7 +24,8 @@ namespace vidax::cli {
 namespace {
 
 struct T5RunArgs {
-  std::string weights, config, precision = "fp32", in, out, tokenizer, prompt;
+  std::string weights, config, precision = "fp32", in, out, tokenizer, prompts_file;
+  std::vector<std::string> prompts;
   int64_t max_len = 0;  // 0: the config's text_len (512)
   bool intermediates = true;
 };
@@ -43,17 +45,37 @@ wan::T5Encoder load_t5(const T5RunArgs& a) {
   return wan::T5Encoder(ck.config(), ck.loader(), p);
 }
 
-// [L] -> [1, L] so outputs match the reference's batch-1 shapes.
-Tensor batch1(const Tensor& t) { return t.unsqueeze(0); }
+// The pipeline keeps each prompt's first mask.sum() rows, as T5EncoderModel.__call__ does:
+// "context" for one prompt, "context.<b>" for each prompt of a batch.
+void add_contexts(const Tensor& out, const Tensor& mask,
+                  std::vector<std::pair<std::string, Tensor>>& outputs) {
+  const Tensor m = mask.contiguous();
+  const int64_t B = out.dim(0), L = out.dim(1);
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t count = 0;
+    for (int64_t i = 0; i < L; ++i)
+      count +=
+          m.dtype() == DType::kI64 ? m.data<int64_t>()[b * L + i] : m.data<int32_t>()[b * L + i];
+    const Tensor context = out.select(0, b).slice(0, 0, count).contiguous();
+    outputs.emplace_back(B == 1 ? "context" : "context." + std::to_string(b), context);
+  }
+}
 
 void run_t5(const T5RunArgs& a) {
-  const bool from_file = !a.in.empty(), from_prompt = !a.prompt.empty() || !a.tokenizer.empty();
+  const bool from_prompt = !a.prompts.empty() || !a.prompts_file.empty() || !a.tokenizer.empty();
+  const bool from_file = !a.in.empty();
   if (from_file == from_prompt)
-    throw_input_error("run t5: give either --in FILE or --tokenizer T --prompt TEXT");
-  if (from_prompt && (a.tokenizer.empty() || a.prompt.empty()))
-    throw_input_error("run t5: --prompt needs --tokenizer (spiece.model or its folder) and text");
+    throw_input_error(
+        "run t5: give either --in FILE or --tokenizer T with --prompt TEXT / --prompts FILE");
+  if (!a.prompts.empty() && !a.prompts_file.empty())
+    throw_input_error("run t5: give the prompts with --prompt or with --prompts, not both");
+  if (from_prompt && (a.tokenizer.empty() || (a.prompts.empty() && a.prompts_file.empty())))
+    throw_input_error(
+        "run t5: --prompt / --prompts needs --tokenizer (spiece.model or its folder) and text");
   if (a.max_len < 0) throw_input_error("--max-len: expected >= 1, got ", a.max_len);
   std::optional<wan::Tokenizer> tok;
+  std::vector<std::string> prompts = a.prompts;
+  if (!a.prompts_file.empty()) prompts = read_prompt_file(a.prompts_file);
   if (from_prompt) tok = wan::Tokenizer::open(a.tokenizer);  // fail fast, before the weights
   std::optional<SafetensorsFile> in;
   if (from_file) in = SafetensorsFile::open(a.in);
@@ -68,26 +90,38 @@ void run_t5(const T5RunArgs& a) {
   if (from_file) {
     for (const char* name : {"ids", "mask"})
       if (!in->contains(name))
-        throw_input_error(a.in, ": missing input tensor '", name, "' ([1, L] or [L], I64)");
-    const Tensor ids = in->tensor("ids"), mask = in->tensor("mask");
-    const Tensor out = enc.forward(ids, mask, capture);  // [L, dim]
-    // The pipeline keeps the first mask.sum() rows, as T5EncoderModel.__call__ does.
-    int64_t count = 0;
-    const Tensor m = mask.contiguous();
-    for (int64_t i = 0; i < m.numel(); ++i)
-      count += m.dtype() == DType::kI64 ? m.data<int64_t>()[i] : m.data<int32_t>()[i];
-    outputs.emplace_back("out", batch1(out));
-    outputs.emplace_back("context", out.slice(0, 0, count).contiguous());
+        throw_input_error(a.in, ": missing input tensor '", name, "' ([B, L] or [L], I64)");
+    Tensor ids = in->tensor("ids"), mask = in->tensor("mask");
+    if (ids.rank() == 1) ids = ids.unsqueeze(0);  // [L] -> [1, L]: the reference's shapes
+    if (mask.rank() == 1) mask = mask.unsqueeze(0);
+    const Tensor out = enc.forward_batch(ids, mask, capture);  // [B, L, dim]
+    outputs.emplace_back("out", out);
+    add_contexts(out, mask, outputs);
   } else {
     const int64_t max_len = a.max_len > 0 ? a.max_len : enc.config().text_len;
-    const wan::TokenizedText text = tok->encode(a.prompt, max_len);
-    // Only the real tokens run (equal to the padded run's first rows, see T5Encoder::encode).
-    Tensor mask = Tensor::zeros(Shape{text.count}, DType::kI64);
-    std::fill_n(mask.mutable_data<int64_t>(), text.count, int64_t{1});
-    const Tensor context = enc.forward(text.ids.slice(0, 0, text.count), mask, capture);
-    outputs.emplace_back("ids", batch1(text.ids));
-    outputs.emplace_back("mask", batch1(text.mask));
-    outputs.emplace_back("context", context);
+    const auto B = static_cast<int64_t>(prompts.size());
+    std::vector<wan::TokenizedText> texts;
+    int64_t longest = 1;
+    for (const std::string& p : prompts) {
+      texts.push_back(tok->encode(p, max_len));
+      longest = std::max(longest, texts.back().count);
+    }
+    // ids, mask [B, max_len] as the tokenizer pads them; the encoder runs on the longest
+    // prompt's tokens only (the other rows' real tokens give the same context as at max_len,
+    // see T5Encoder::encode).
+    Tensor ids = Tensor::zeros(Shape{B, max_len}, DType::kI64);
+    Tensor mask = Tensor::zeros(Shape{B, max_len}, DType::kI64);
+    for (int64_t b = 0; b < B; ++b) {
+      std::copy_n(texts[static_cast<size_t>(b)].ids.data<int64_t>(), max_len,
+                  ids.mutable_data<int64_t>() + b * max_len);
+      std::copy_n(texts[static_cast<size_t>(b)].mask.data<int64_t>(), max_len,
+                  mask.mutable_data<int64_t>() + b * max_len);
+    }
+    const Tensor out = enc.forward_batch(ids.slice(1, 0, longest).contiguous(),
+                                         mask.slice(1, 0, longest).contiguous(), capture);
+    outputs.emplace_back("ids", ids);
+    outputs.emplace_back("mask", mask);
+    add_contexts(out, mask.slice(1, 0, longest).contiguous(), outputs);
   }
   write_safetensors(a.out, outputs,
                     {{"producer", "vidax run t5"}, {"config", enc.config().to_json()}});
@@ -198,17 +232,23 @@ void bench_t5(const T5BenchArgs& a) {
 
 void register_run_t5(CLI::App& run) {
   auto* cmd = run.add_subcommand(
-      "t5", "umT5 text encoder: IN holds ids and mask, or tokenize --prompt with --tokenizer");
+      "t5",
+      "umT5 text encoder: IN holds ids and mask ([B, L]), or tokenize --prompt with --tokenizer");
   auto a = std::make_shared<T5RunArgs>();
   cmd->add_option("--weights", a->weights, "umT5 checkpoint: file, *.index.json or folder")
       ->required();
   cmd->add_option("--config", a->config, "config JSON overriding the checkpoint's own config");
   cmd->add_option("--precision", a->precision, "fp32 | bf16 (default fp32)");
-  cmd->add_option("--in", a->in, "input tensors: ids and mask, [1, L] or [L], I64");
+  cmd->add_option("--in", a->in, "input tensors: ids and mask, [B, L] or [L], I64");
   cmd->add_option("--tokenizer", a->tokenizer, "spiece.model or a folder holding it");
-  cmd->add_option("--prompt", a->prompt, "text to encode (with --tokenizer)");
+  cmd->add_option("--prompt", a->prompts,
+                  "text to encode (with --tokenizer); repeat for a batch of prompts");
+  cmd->add_option("--prompts", a->prompts_file, "a batch: one prompt per line of this file");
   cmd->add_option("--max-len", a->max_len, "tokenizer length incl. </s> (default text_len, 512)");
-  cmd->add_option("--out", a->out, "output: out, context (+ ids, mask, intermediates)")->required();
+  cmd->add_option("--out", a->out,
+                  "output: out [B, L, dim] (--in), context (one prompt) or context.<b> (a batch), "
+                  "ids, mask, intermediates stacked on the batch")
+      ->required();
   cmd->add_flag("!--no-intermediates", a->intermediates,
                 "do not write embed / block<i>.* / rel_buckets");
   cmd->fallthrough();

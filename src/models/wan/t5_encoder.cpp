@@ -287,6 +287,62 @@ Tensor T5Encoder::encode(const TokenizedText& text) {
   return forward(ids, mask);
 }
 
+Tensor T5Encoder::forward_batch(const Tensor& ids, const Tensor& mask, const CaptureFn& capture) {
+  for (const auto& [t, what] : {std::pair{&ids, "ids"}, std::pair{&mask, "mask"}})
+    if (!t->defined() || t->rank() != 2)
+      throw_input_error(what, ": expected shape [B, L], got ",
+                        t->defined() ? t->shape().str() : std::string("nothing"));
+  if (ids.shape() != mask.shape())
+    throw_input_error("mask: shape ", mask.shape().str(), " differs from ids ", ids.shape().str());
+  const int64_t B = ids.dim(0), L = ids.dim(1), dim = impl_->cfg.dim;
+  if (B < 1) throw_input_error("ids: empty batch");
+  Tensor out = Tensor::zeros(Shape{B, L, dim});
+  // Captures of every row, stacked on dim 0 once all rows ran.
+  std::vector<std::string> order;
+  std::vector<std::vector<Tensor>> rows;
+  for (int64_t b = 0; b < B; ++b) {
+    const CaptureFn row_capture =
+        capture ? CaptureFn([&](const std::string& name, const Tensor& t) {
+          if (name == "rel_buckets") {
+            if (b == 0) capture(name, t);
+            return;
+          }
+          if (b == 0) {
+            order.push_back(name);
+            rows.emplace_back();
+          }
+          const auto it = std::find(order.begin(), order.end(), name);
+          rows[static_cast<size_t>(it - order.begin())].push_back(t.contiguous().clone());
+        })
+                : CaptureFn();
+    try {
+      const Tensor row = forward(ids.slice(0, b, b + 1), mask.slice(0, b, b + 1), row_capture);
+      std::copy_n(row.data<float>(), L * dim, out.mutable_data<float>() + b * L * dim);
+    } catch (const InputError& e) {
+      throw_input_error("prompt ", b, " of ", B, ": ", e.what());
+    }
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Tensor& first = rows[i].front();  // [1, ...]
+    std::vector<int64_t> dims = first.shape().to_vector();
+    dims[0] = B;
+    Tensor stacked = Tensor::zeros(Shape(dims), first.dtype());
+    const size_t bytes = first.nbytes();
+    for (int64_t b = 0; b < B; ++b)
+      std::memcpy(static_cast<std::byte*>(stacked.raw_mutable_data()) + b * bytes,
+                  rows[i][static_cast<size_t>(b)].raw_data(), bytes);
+    capture(order[i], stacked);
+  }
+  return out;
+}
+
+std::vector<Tensor> T5Encoder::encode_batch(const std::vector<TokenizedText>& texts) {
+  std::vector<Tensor> contexts;
+  contexts.reserve(texts.size());
+  for (const TokenizedText& t : texts) contexts.push_back(encode(t));
+  return contexts;
+}
+
 int64_t T5Encoder::weight_bytes(const T5Config& c, Precision precision) {
   const int64_t item = precision == Precision::kBF16 ? 2 : 4;
   // What the GEMMs hold (gemm.h); without AMX a bf16 GEMM also widens its weight per call into a

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "core/exec_context.h"
 #include "core/tensor.h"
@@ -45,10 +46,18 @@ class T5Encoder {
   // "block<i>.out" [1, L, dim], and "out" [1, L, dim]. Throws InputError on bad input.
   Tensor forward(const Tensor& ids, const Tensor& mask, const CaptureFn& capture = nullptr);
 
+  // A batch of prompts padded to one length, as T5EncoderModel runs them: ids, mask [B, L]
+  // (B >= 1). Returns [B, L, dim]; row b equals forward(ids[b], mask[b]) (the encoder has no
+  // cross-row operation). capture receives the names of forward() with the batch stacked on
+  // dim 0 ([B, ...]; "rel_buckets" [L, L] once).
+  Tensor forward_batch(const Tensor& ids, const Tensor& mask, const CaptureFn& capture = nullptr);
+
   // The pipeline's context: [count, dim] = forward(ids, mask)[:count], computed on the count
   // real tokens only (equal, since padding keys are masked and relative positions do not depend
   // on the padding).
   Tensor encode(const TokenizedText& text);
+  // One context per prompt, each [count_b, dim], each computed on its own real tokens only.
+  std::vector<Tensor> encode_batch(const std::vector<TokenizedText>& texts);
 
   // Bytes the weights take once loaded (packed matrices, embedding, tables) in `precision`.
   static int64_t weight_bytes(const T5Config& config, Precision precision);
