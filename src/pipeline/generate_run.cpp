@@ -141,7 +141,7 @@ DenoiseConditioning encode_image(const GenerateOptions& o, const GenerationPlan&
         const RgbImage last = read_image(o.last_image);
         last_t = rgb8_to_signed_unit(last.rgb, last.width, last.height);
       }
-      {  // CLIP sees the original image(s), resized to its own input size.
+      if (!plan.clip_config.is_null()) {  // CLIP sees the original image(s) at its own size
         const auto ck = clip::ClipCheckpoint::open(plan.files.clip);
         clip::ClipVisionEncoder enc(ck.config(), ck.loader(), ck.qkv(), o.precision);
         ck.source().release_resident_pages();
@@ -170,7 +170,8 @@ DenoiseConditioning encode_image(const GenerateOptions& o, const GenerationPlan&
       dist::broadcast_tensor(mesh->world(), conditioning.first_frame, 0);
     } else {
       dist::broadcast_tensor(mesh->world(), conditioning.y, 0);
-      dist::broadcast_tensor(mesh->world(), conditioning.clip_fea, 0);
+      if (!plan.clip_config.is_null())
+        dist::broadcast_tensor(mesh->world(), conditioning.clip_fea, 0);
     }
   }
   if (plan.task == "ti2v") conditioning.frame0_tokens = lg.tokens / lg.frames;  // one frame

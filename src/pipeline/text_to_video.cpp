@@ -87,26 +87,30 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
     plan.dit_low_layout = wan::layout_name(low.layout());
   }
   // What the request is: text-to-video, or image-to-video with the model's own conditioning.
-  const bool clip_model = dc.kind == wan::DitKind::kI2V;  // Wan 2.1 I2V / FLF2V
+  // i2v models take y (mask + image latents): Wan 2.1 I2V / FLF2V also CLIP features through
+  // their image branch, Wan 2.2 I2V A14B (two experts) none.
+  const bool i2v_model = dc.kind == wan::DitKind::kI2V;
+  const bool clip_model = dc.image_branch();
   const bool flf_model = clip_model && dc.flf_pos_tokens > 0;
-  const bool ti2v_model = !clip_model && vc.version == wan::VaeVersion::kWan22;
-  if (clip_model && o.image.empty())
-    throw_input_error(o.files.dit, ": a Wan 2.1 ", dc.kind_name(),
-                      " model turns an image into a video: give --image IMG",
+  const bool ti2v_model = !i2v_model && vc.version == wan::VaeVersion::kWan22;
+  if (i2v_model && o.image.empty())
+    throw_input_error(o.files.dit, ": an image-to-video (", dc.kind_name(),
+                      ") model turns an image into a video: give --image IMG",
                       flf_model ? " and --last-image IMG" : "");
-  if (!o.image.empty() && !clip_model && !ti2v_model)
+  if (!o.image.empty() && !i2v_model && !ti2v_model)
     throw_input_error("--image: ", o.files.dit, " is a text-to-video model (", dc.kind_name(),
-                      "); image-to-video needs a Wan 2.1 I2V / FLF2V or Wan 2.2 TI2V-5B "
-                      "checkpoint");
-  if (plan.two_experts && dc.in_dim > dc.out_dim)
+                      "); image-to-video needs a Wan 2.1 I2V / FLF2V, Wan 2.2 I2V A14B or Wan "
+                      "2.2 TI2V-5B checkpoint");
+  if (i2v_model && !clip_model && !plan.two_experts)
     throw_input_error(o.files.dit,
-                      ": Wan 2.2 I2V A14B (two experts with image latents) is not "
-                      "supported yet");
+                      ": an image-to-video model without a CLIP branch is Wan 2.2 I2V A14B, "
+                      "which comes as two experts: give the low-noise one with --dit-low (or "
+                      "the folder with high_noise_model/ and low_noise_model/)");
   if (flf_model && o.last_image.empty())
     throw_input_error(o.files.dit, ": a first-last-frame (FLF2V) model needs --last-image IMG");
   if (!o.last_image.empty() && !flf_model)
     throw_input_error("--last-image: ", o.files.dit, " is not a first-last-frame (FLF2V) model");
-  plan.task = clip_model ? (flf_model ? "flf2v" : "i2v") : (o.image.empty() ? "t2v" : "ti2v");
+  plan.task = i2v_model ? (flf_model ? "flf2v" : "i2v") : (o.image.empty() ? "t2v" : "ti2v");
   if (clip_model) {
     if (o.files.clip.empty())
       throw_input_error(
@@ -135,8 +139,8 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   if (dc.text_dim != tc.dim)
     throw_input_error(o.files.t5, ": text encoder width ", tc.dim, " does not match the DiT's ",
                       "text_dim ", dc.text_dim, " (", o.files.dit, ")");
-  // Wan 2.1 I2V / FLF2V take the noise, 4 mask channels and the encoded frames.
-  const int64_t expected_in = clip_model ? 2 * vc.z_dim + 4 : vc.z_dim;
+  // i2v models take the noise, 4 mask channels and the encoded frames.
+  const int64_t expected_in = i2v_model ? 2 * vc.z_dim + 4 : vc.z_dim;
   if (dc.in_dim != expected_in || dc.out_dim != vc.z_dim)
     throw_input_error(o.files.vae, ": VAE latent channels ", vc.z_dim,
                       " do not match the DiT's in_dim/out_dim ", dc.in_dim, "/", dc.out_dim, " (",
@@ -166,8 +170,8 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   plan.denoise = o.denoise;
   if (!o.denoise_given.steps) plan.denoise.steps = d.steps;
   if (!o.denoise_given.shift) plan.denoise.shift = d.shift;
-  // generate.py: Wan 2.1 I2V at 832*480 / 480*832 samples with shift 3.
-  if (!o.denoise_given.shift && plan.task == "i2v" && o.width && o.height &&
+  // Wan 2.1 generate.py: I2V at 832*480 / 480*832 samples with shift 3 (Wan 2.2's does not).
+  if (!o.denoise_given.shift && plan.task == "i2v" && clip_model && o.width && o.height &&
       ((*o.width == 832 && *o.height == 480) || (*o.width == 480 && *o.height == 832)))
     plan.denoise.shift = 3.0;
   plan.denoise.guide_scale = o.denoise_given.guide_scale ? o.denoise.guide_scale : d.guide_high;

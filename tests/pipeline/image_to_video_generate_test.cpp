@@ -115,6 +115,48 @@ TEST(ImageToVideoGenerate, Wan22Ti2vTakesAnImageOrNone) {
   EXPECT_EQ(plan_generation(o).task, "t2v");
 }
 
+// Wan 2.2 I2V A14B (step by step in image_to_video_test.cpp): two experts, no CLIP, its
+// family's defaults, a whole run through generate().
+TEST(ImageToVideoGenerate, Wan22I2vA14bRunsTwoExpertsWithoutClip) {
+  VIDAX_REQUIRE_FIXTURE(vae, "vae_tiny.weights.safetensors");
+  testing::TempDir dir;
+  GenerateOptions o = i2v_options(dir, vae);
+  o.files.dit = data("wan_i2v/pipelines/i2v22_high.dit.safetensors");
+  o.files.dit_low = data("wan_i2v/pipelines/i2v22_low.dit.safetensors");
+  o.files.clip.clear();
+  o.denoise.steps = 5;
+  o.output = dir.file("a14b.mp4");
+  const GenerationPlan plan = plan_generation(o);
+  EXPECT_EQ(plan.task, "i2v");
+  EXPECT_TRUE(plan.two_experts);
+  EXPECT_TRUE(plan.clip_config.is_null());
+  EXPECT_EQ(plan.defaults.family, "Wan 2.2 I2V A14B");
+  EXPECT_EQ(plan.boundary, 900.0);
+  EXPECT_EQ(plan.denoise.shift, 5.0);
+  EXPECT_EQ(plan.denoise.guide_scale, 3.5);
+  EXPECT_EQ(plan.guide_low, 3.5);
+  Progress quiet(stderr, false);
+  const GenerationResult r = generate(o, plan, quiet);
+  EXPECT_EQ(r.frames, 5);
+  // 5 steps at shift 5: timesteps 999, 952, 882, 768, 555 -> two above the boundary.
+  EXPECT_EQ(r.expert_steps[0], 2);
+  EXPECT_EQ(r.expert_steps[1], 3);
+  std::ifstream in(r.sidecar);
+  const auto sidecar = nlohmann::json::parse(in);
+  EXPECT_EQ(sidecar["model_family"], "Wan 2.2 I2V A14B");
+  // No prefix on Wan 2.2's negative prompt.
+  EXPECT_FALSE(sidecar["negative_prompt"].get<std::string>().starts_with("镜头晃动"));
+  // One expert alone is refused with the way out named.
+  GenerateOptions one = o;
+  one.files.dit_low.clear();
+  try {
+    plan_generation(one);
+    FAIL() << "one Wan 2.2 I2V expert was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--dit-low"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ImageToVideoGenerate, InputErrorsNameTheFlagOrFile) {
   VIDAX_REQUIRE_FIXTURE(vae, "vae_tiny.weights.safetensors");
   testing::TempDir dir;

@@ -126,6 +126,63 @@ TEST(ImageToVideo, Wan21I2vMatchesTheOfficialPipelineStepByStep) {
                         "video"));
 }
 
+TEST(ImageToVideo, Wan22I2vA14bMatchesTheOfficialPipelineStepByStep) {
+  // Wan 2.2 image2video.py: two experts without a CLIP branch, y = mask + the VAE-encoded first
+  // frame, the high-noise expert for t >= 900 with its own guide scale.
+  VIDAX_REQUIRE_FIXTURE(vae_weights, "vae_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(vae_io, "vae_tiny.io.safetensors");
+  const auto io = SafetensorsFile::open(pipelines("i2v22.io.safetensors"));
+  const Tensor image = image_of(io, "image_u8");
+  const PixelSize size =
+      wan21_i2v_size(image.dim(2), image.dim(1), scalar_i64(io, "max_area"), 8, 2);
+  EXPECT_EQ(size.width, 48);
+  EXPECT_EQ(size.height, 32);
+  const Tensor resized = resize_bicubic(image, size.height, size.width);
+  EXPECT_TRUE(all_close(resized, io.tensor("image_resized"), 1e-5, 1e-5, "resized image"));
+  wan::WanVae vae = load_vae(vae_weights, vae_io);
+  const int64_t frames = scalar_i64(io, "frame_num");
+  const Tensor latent = vae.encode(i2v_vae_input(resized, nullptr, frames));
+  DenoiseConditioning cond;
+  cond.y = i2v_condition(i2v_frame_mask(frames, latent.dim(2), latent.dim(3), false), latent);
+  EXPECT_TRUE(all_close(cond.y, io.tensor("y"), 1e-5, 1e-5, "y"));
+
+  const auto high = wan::DitCheckpoint::open(pipelines("i2v22_high.dit.safetensors"));
+  EXPECT_EQ(high.config().kind_name(), "i2v");
+  EXPECT_FALSE(high.config().image_branch());
+  DitExperts experts;
+  experts.boundary = scalar_f32(io, "boundary");
+  experts.guide_high = scalar_f32(io, "guide_high");
+  experts.guide_low = scalar_f32(io, "guide_low");
+  auto make = [](const std::string& file) {
+    const auto ck = wan::DitCheckpoint::open(pipelines(file));
+    ck.require_loadable();
+    return std::make_unique<wan::WanDit>(ck.config(), ck.loader(), wan::Precision::kFP32);
+  };
+  experts.make_high = [&] { return make("i2v22_high.dit.safetensors"); };
+  experts.make_low = [&] { return make("i2v22_low.dit.safetensors"); };
+  DenoiseOptions opt;
+  opt.sampler = "unipc";
+  opt.steps = static_cast<int>(scalar_i64(io, "sampling_steps"));
+  opt.shift = scalar_f32(io, "shift");
+  const Tensor timesteps = io.tensor("timesteps"), step_expert = io.tensor("step_expert");
+  int checked = 0;
+  const Tensor final_latent = denoise_experts(
+      experts, io.tensor("noise"), io.tensor("context"), io.tensor("context_null"),
+      scalar_i64(io, "seq_len"), opt,
+      [&](const DenoiseStep& s) {
+        EXPECT_EQ(s.timestep, timesteps.data<int64_t>()[s.index]);
+        EXPECT_EQ(s.expert, step_expert.data<int64_t>()[s.index]) << "step " << s.index;
+        EXPECT_TRUE(all_close(s.latent, io.tensor("step" + std::to_string(s.index) + ".latent"),
+                              1e-4, 1e-4, "step " + std::to_string(s.index)));
+        ++checked;
+      },
+      {}, cond);
+  EXPECT_EQ(checked, opt.steps);
+  EXPECT_TRUE(all_close(final_latent, io.tensor("final_latent"), 1e-4, 1e-4, "final latent"));
+  EXPECT_TRUE(all_close(decode_all(vae, io.tensor("final_latent")), io.tensor("video"), 1e-4, 1e-4,
+                        "video"));
+}
+
 TEST(ImageToVideo, Wan21Flf2vMatchesTheOfficialPipelineStepByStep) {
   VIDAX_REQUIRE_FIXTURE(vae_weights, "vae_tiny.weights.safetensors");
   VIDAX_REQUIRE_FIXTURE(vae_io, "vae_tiny.io.safetensors");

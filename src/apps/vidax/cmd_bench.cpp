@@ -144,12 +144,11 @@ void bench_dit(const BenchArgs& a) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
   wan::DitSample s;
-  s.x = torch_randn(
-      1, Shape{cfg.in_dim - (cfg.kind == wan::DitKind::kI2V ? 20 : 0), lat_f, lat_h, lat_w});
-  if (cfg.kind == wan::DitKind::kI2V) {
-    s.y = torch_randn(2, Shape{20, lat_f, lat_h, lat_w});
-    s.clip_fea = torch_randn(3, Shape{1, 257, cfg.clip_dim});
-  }
+  // i2v: noise of out_dim channels, y (mask + image latents) the rest of in_dim.
+  const int64_t y_channels = cfg.kind == wan::DitKind::kI2V ? cfg.in_dim - cfg.out_dim : 0;
+  s.x = torch_randn(1, Shape{cfg.in_dim - y_channels, lat_f, lat_h, lat_w});
+  if (y_channels > 0) s.y = torch_randn(2, Shape{y_channels, lat_f, lat_h, lat_w});
+  if (cfg.image_branch()) s.clip_fea = torch_randn(3, Shape{1, 257, cfg.clip_dim});
   s.context = torch_randn(4, Shape{std::min(a.context_tokens, cfg.text_len), cfg.text_dim});
   s.t = Tensor::from_floats(std::vector<float>{static_cast<float>(a.timestep)}, Shape{1});
   const int64_t tokens = lat_f * lat_h * lat_w / cfg.patch_volume();

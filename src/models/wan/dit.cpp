@@ -97,7 +97,7 @@ std::unique_ptr<DitBlockWeights> WanDit::Impl::load_block(const WeightFn& w, int
     bw.cross_norm_q = shard_vector(vec(w, b + "cross_attn.norm_q.weight"), tp);
     bw.cross_norm_k = shard_vector(vec(w, b + "cross_attn.norm_k.weight"), tp);
   }
-  if (config.kind == DitKind::kI2V) {
+  if (config.image_branch()) {
     bw.cross_kv_img = linear("cross_attn.kv_img", {"cross_attn.k_img", "cross_attn.v_img"}, kCol);
     if (config.qk_norm)
       bw.cross_norm_k_img = shard_vector(vec(w, b + "cross_attn.norm_k_img.weight"), tp);
@@ -128,14 +128,14 @@ size_t DitBlockWeights::bytes() const {
 double WanDit::block_weight_bytes(const DitConfig& c, Precision precision, int tp, bool fp8) {
   const double d = static_cast<double>(c.dim), f = static_cast<double>(c.ffn_dim);
   double matrices = 8 * d * d + 2 * d * f;  // q, k, v, o, cross q, k, v, o; FFN in and out
-  if (c.kind == DitKind::kI2V) matrices += 2 * d * d;
+  if (c.image_branch()) matrices += 2 * d * d;
   const double item = fp8 ? 1.0
                           : static_cast<double>(gemm_weight_item_bytes(
                                 precision == Precision::kBF16 ? DType::kBF16 : DType::kF32));
   // f32 vectors (an upper bound: not divided by tp): the biases (9 of width dim, FFN-in's of
   // ffn_dim, i2v's k_img|v_img), the q/k norms, norm3's weight and bias, the modulation.
   double vectors = 9 * d + f + 4 * d + 2 * d + 6 * d;
-  if (c.kind == DitKind::kI2V) vectors += 3 * d;
+  if (c.image_branch()) vectors += 3 * d;
   return matrices / tp * item + vectors * 4;
 }
 
@@ -167,7 +167,7 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision,
 
   m.head = PackedLinear(w("head.head.weight"), w("head.head.bias"), cd);
   m.head_modulation = vec(w, "head.modulation");
-  if (config.kind == DitKind::kI2V) {
+  if (config.image_branch()) {
     m.img_ln0_w = vec(w, "img_emb.proj.0.weight");
     m.img_ln0_b = vec(w, "img_emb.proj.0.bias");
     m.img1 = PackedLinear(w("img_emb.proj.1.weight"), w("img_emb.proj.1.bias"), cd,
@@ -321,7 +321,7 @@ double WanDit::activation_bytes(const DitConfig& c, int64_t tokens) {
   const double widest = static_cast<double>(std::max(c.dim, c.ffn_dim));
   // The cached cross-attention keys / values of two contexts (f32, the upper estimate).
   const double context_rows =
-      static_cast<double>(c.text_len + 1 + (c.kind == DitKind::kI2V ? 257 : 0));
+      static_cast<double>(c.text_len + 1 + (c.image_branch() ? 257 : 0));
   const double cross_kv_cache = 2.0 * static_cast<double>(c.num_layers) * context_rows * 2 * d * 4;
   return l * (4 * d + 6 * widest + 18 * d + 8 * d + 4 * static_cast<double>(c.ffn_dim) +
               8.0 * static_cast<double>(c.in_dim * c.patch_volume())) +
@@ -336,7 +336,7 @@ double WanDit::forward_flops(const DitConfig& c, int64_t L) {
                      + 2 * (2 * l * d * d + 2 * tl * d * d)  // cross q, o and k, v
                      + 4 * l * tl * d                        // cross attention
                      + 2 * l * 2 * d * static_cast<double>(c.ffn_dim);  // FFN
-  if (c.kind == DitKind::kI2V) per_block += 2 * 2 * 257.0 * d * d + 4 * l * 257.0 * d;
+  if (c.image_branch()) per_block += 2 * 2 * 257.0 * d * d + 4 * l * 257.0 * d;
   double total = per_block * static_cast<double>(c.num_layers);
   total += 2 * l * d * static_cast<double>(c.in_dim * c.patch_volume());   // patch embedding
   total += 2 * tl * (static_cast<double>(c.text_dim) * d + d * d);         // text embedding
@@ -358,10 +358,15 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
     throw_input_error("x: expected a latent [C, F, H, W], got ",
                       s.x.defined() ? s.x.describe() : "nothing");
   Tensor x_in = s.x;
-  if (c.kind == DitKind::kI2V) {
-    if (!s.y.defined() || !s.clip_fea.defined())
-      throw_input_error("an i2v model needs 'y' [", c.in_dim - s.x.dim(0),
-                        ", F, H, W] and 'clip_fea' [1, 257, ", c.clip_dim, "]");
+  if (c.kind == DitKind::kI2V && !s.y.defined())
+    throw_input_error("an i2v model needs 'y' [", c.in_dim - s.x.dim(0), ", F, H, W]",
+                      c.image_branch() ? " and 'clip_fea'" : "");
+  if (c.image_branch() && !s.clip_fea.defined())
+    throw_input_error("an i2v model with a CLIP image branch needs 'clip_fea' [1, 257, ",
+                      c.clip_dim, "]");
+  // y (mask + image latents) is concatenated to x on channels whenever given, as the
+  // reference's `if y is not None` (Wan 2.1 I2V / FLF2V and Wan 2.2 I2V A14B pass it).
+  if (s.y.defined()) {
     if (s.y.rank() != 4 || s.y.dim(1) != s.x.dim(1) || s.y.dim(2) != s.x.dim(2) ||
         s.y.dim(3) != s.x.dim(3))
       throw_input_error("y: shape ", s.y.shape().str(), " does not match x ", s.x.shape().str(),
@@ -548,7 +553,7 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
   }
 
   // ---- i2v: CLIP image features -> image tokens, prepended to the text in cross-attention.
-  if (c.kind == DitKind::kI2V) {
+  if (c.image_branch()) {
     Tensor clip =
         s.clip_fea.dtype() == DType::kF32 ? s.clip_fea.contiguous() : s.clip_fea.to(DType::kF32);
     // [images, N, clip_dim] -> [images * N, clip_dim] (FLF2V: both images' tokens in a row).

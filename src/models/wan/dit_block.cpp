@@ -289,7 +289,7 @@ void WanDit::Impl::cross_attention(int index, const DitBlockWeights& w, DitState
   const auto b = static_cast<size_t>(index);
   attend(w.cross_kv, w.cross_norm_k, st.context.data(), st.context_rows, st.context_last_repeat,
          attn.data(), cache.text[b], cache.text16[b], cache.text_done[b]);
-  if (c.kind == DitKind::kI2V) {
+  if (c.image_branch()) {
     hidden.resize(static_cast<size_t>(rows * ldim));
     attend(w.cross_kv_img, w.cross_norm_k_img, st.clip.data(), st.clip_rows, 1, hidden.data(),
            cache.image[b], cache.image16[b], cache.image_done[b]);

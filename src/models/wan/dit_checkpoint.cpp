@@ -127,10 +127,16 @@ DitCheckpoint DitCheckpoint::open(const std::string& path,
   // FLF2V: the image branch's learnt position table fixes how many CLIP tokens it takes (two
   // images x 257 for the real model); the file says how many.
   // The image branch's width is the CLIP encoder's (1280 for ViT-H; config files rarely say).
-  if (ck.config_.kind == DitKind::kI2V)
-    if (const auto ln = ck.layout_shape("img_emb.proj.0.weight"); ln && ln->rank() == 1)
+  // Wan 2.2 I2V A14B is an i2v model (model_type "i2v") without that branch: no img_emb.
+  if (ck.config_.kind == DitKind::kI2V) {
+    if (const auto ln = ck.layout_shape("img_emb.proj.0.weight"); ln && ln->rank() == 1) {
       ck.config_.clip_dim = (*ln)[0];
-  if (ck.config_.kind == DitKind::kI2V)
+    } else if (!ln) {
+      ck.config_.clip_dim = 0;
+      ck.config_.flf_pos_tokens = 0;
+    }
+  }
+  if (ck.config_.image_branch())
     if (const auto pos = ck.layout_shape("img_emb.emb_pos");
         pos && ck.config_.clip_dim > 0 && pos->numel() % ck.config_.clip_dim == 0)
       ck.config_.flf_pos_tokens = pos->numel() / ck.config_.clip_dim;

@@ -28,7 +28,7 @@ DitCommBytes dit_comm_bytes(const DitConfig& c, int64_t tokens, const dist::Mesh
     const int64_t n = context_tokens > 0 ? context_tokens : c.text_len;
     const int64_t ctx_rows = n < c.text_len ? n + 1 : n;  // the padding rows as one
     b.tp_context = layers * norms * all_reduce(ctx_rows);
-    if (c.kind == DitKind::kI2V) b.tp_context += layers * norms * all_reduce(257);
+    if (c.image_branch()) b.tp_context += layers * norms * all_reduce(257);
   }
   return b;
 }

@@ -21,7 +21,7 @@ void DitConfig::validate(const std::string& source) const {
   // int64 overflow and refuse absurd files before any allocation.
   require(dim <= 65536 && ffn_dim <= 262144 && num_layers <= 1024 && freq_dim <= 65536 &&
               in_dim <= 4096 && out_dim <= 4096 && text_dim <= 65536 && text_len <= 65536 &&
-              clip_dim <= 65536 && flf_pos_tokens >= 0 && flf_pos_tokens <= 65536 &&
+              clip_dim >= 0 && clip_dim <= 65536 && flf_pos_tokens >= 0 && flf_pos_tokens <= 65536 &&
               patch[0] <= 16 && patch[1] <= 16 && patch[2] <= 16,
           "sizes exceed what any Wan model uses");
 }
@@ -123,6 +123,11 @@ DitConfig dit_config_from_json(const std::string& json_text, const std::string& 
       c.clip_dim = get_or<int64_t>(j, "image_dim", 1280, source);
       if (j.contains("pos_embed_seq_len") && !j["pos_embed_seq_len"].is_null())
         c.flf_pos_tokens = get_or<int64_t>(j, "pos_embed_seq_len", 0, source);
+    } else if (c.in_dim > c.out_dim) {
+      c.kind = DitKind::kI2V;  // Wan 2.2 I2V A14B: mask + image latents, no CLIP branch
+      c.clip_dim = 0;
+    } else if (c.in_dim == 48) {
+      c.kind = DitKind::kTI2V;  // Wan 2.2 TI2V-5B: 48-channel latents
     }
   } else {
     const std::string type = get_or<std::string>(j, "model_type", "t2v", source);
@@ -205,6 +210,9 @@ DitConfig infer_dit_config(const ShapeLookup& shape_of, const std::string& sourc
     c.clip_dim = need("img_emb.proj.0.weight", 1)[0];
     if (const auto pos = shape_of("img_emb.emb_pos"); pos && pos->numel() % c.clip_dim == 0)
       c.flf_pos_tokens = pos->numel() / c.clip_dim;
+  } else if (c.in_dim > c.out_dim) {
+    c.kind = DitKind::kI2V;  // Wan 2.2 I2V A14B: mask + image latents, no CLIP branch
+    c.clip_dim = 0;
   } else if (c.in_dim == 48) {
     c.kind = DitKind::kTI2V;  // Wan 2.2 TI2V-5B: same tensors as t2v, 48-channel latents
   }

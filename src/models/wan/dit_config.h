@@ -31,13 +31,17 @@ struct DitConfig {
   bool qk_norm = true;
   bool cross_attn_norm = true;
   double eps = 1e-6;
-  // i2v only: CLIP feature width and token count (ViT-H/14: 1280 x 257).
+  // i2v: CLIP feature width of the image branch of cross-attention (ViT-H/14: 1280 x 257
+  // tokens), Wan 2.1 I2V / FLF2V. 0: an i2v model without that branch (Wan 2.2 I2V A14B: the
+  // image enters only through the concatenated latent `y`).
   int64_t clip_dim = 1280;
   // FLF2V (first-last-frame): the image branch adds a learnt position table `img_emb.emb_pos`
   // [1, flf_pos_tokens, clip_dim] to the CLIP tokens of both images (2 x 257); 0 otherwise.
   int64_t flf_pos_tokens = 0;
 
   int64_t head_dim() const { return dim / num_heads; }
+  // Cross-attention has the CLIP image branch (img_emb, k_img / v_img / norm_k_img).
+  bool image_branch() const { return kind == DitKind::kI2V && clip_dim > 0; }
   int64_t patch_volume() const { return patch[0] * patch[1] * patch[2]; }
   // Throws InputError naming `source` if the combination is impossible.
   void validate(const std::string& source) const;

@@ -34,7 +34,7 @@ std::vector<TensorDecl> dit_tensor_decls(const DitConfig& c) {
         vec(b + attn + "norm_k.weight", Shape{dim}, kOut);
       }
     }
-    if (c.kind == DitKind::kI2V) {
+    if (c.image_branch()) {
       linear(b + "cross_attn.k_img", dim, dim, kOut);
       linear(b + "cross_attn.v_img", dim, dim, kOut);
       if (c.qk_norm) vec(b + "cross_attn.norm_k_img.weight", Shape{dim}, kOut);
@@ -49,7 +49,7 @@ std::vector<TensorDecl> dit_tensor_decls(const DitConfig& c) {
   }
   linear("head.head", c.out_dim * c.patch_volume(), dim);
   vec("head.modulation", Shape{1, 2, dim});
-  if (c.kind == DitKind::kI2V) {
+  if (c.image_branch()) {
     vec("img_emb.proj.0.weight", Shape{c.clip_dim});
     vec("img_emb.proj.0.bias", Shape{c.clip_dim});
     linear("img_emb.proj.1", c.clip_dim, c.clip_dim);
