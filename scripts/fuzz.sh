@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the `fuzz` preset (clang, libFuzzer + ASan + UBSan) and fuzzes one parser for a bounded
 # time: `safetensors` (the safetensors header/offset validation) or `pth` (zip archive +
-# restricted unpickler + tensor checks). Usage: scripts/fuzz.sh safetensors|pth [seconds=60]
+# restricted unpickler + tensor checks) or `image` (the PNG / JPEG / WebP decoders of
+# image-to-video). Usage: scripts/fuzz.sh safetensors|pth|image [seconds=60]
 # A crash leaves its reproducer in build/fuzz/artifacts/; replay it with
 #   build/fuzz/fuzz/<target>_fuzz build/fuzz/artifacts/<crash-file>
 set -euo pipefail
@@ -11,16 +12,19 @@ seconds="${2:-60}"
 case "$target" in
   safetensors)
     label="safetensors"; exe="safetensors_fuzz"; dict="fuzz/safetensors.dict"
-    seed_files=(fuzz/corpus/safetensors/*) ;;
+    seed_files=(fuzz/corpus/safetensors/*); seed_exe="${exe}_seeds" ;;
   pth)
     label=".pth"; exe="torch_pickle_fuzz"; dict="fuzz/pth.dict"
-    seed_files=(tests/data/pth/*.pth) ;;  # real torch.save files
+    seed_files=(tests/data/pth/*.pth); seed_exe="${exe}_seeds" ;;  # real torch.save files
+  image)
+    label="image"; exe="image_fuzz"; dict="fuzz/image.dict"
+    seed_files=(tests/data/wan_i2v/images/*); seed_exe="" ;;  # PIL-written PNG / JPEG / WebP
   *)
-    echo "usage: $0 safetensors|pth [seconds > 0]" >&2
+    echo "usage: $0 safetensors|pth|image [seconds > 0]" >&2
     exit 2 ;;
 esac
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [[ "$seconds" -eq 0 ]]; then
-  echo "usage: $0 safetensors|pth [seconds > 0]" >&2
+  echo "usage: $0 safetensors|pth|image [seconds > 0]" >&2
   exit 2
 fi
 
@@ -29,7 +33,7 @@ cd "$root"
 build="build/fuzz"
 
 cmake --preset fuzz >/dev/null
-cmake --build "$build" --target "$exe" "${exe}_seeds" -j "${JOBS:-2}"
+cmake --build "$build" --target "$exe" ${seed_exe:+"$seed_exe"} -j "${JOBS:-2}"
 
 # Working corpus: the committed hand-made seeds plus seeds generated with the real writer. It is
 # kept between runs so coverage accumulates.
@@ -37,7 +41,7 @@ corpus="$build/corpus/$target"
 artifacts="$build/artifacts"
 mkdir -p "$corpus" "$artifacts"
 cp "${seed_files[@]}" "$corpus"/
-"$build/fuzz/${exe}_seeds" "$corpus"
+if [[ -n "$seed_exe" ]]; then "$build/fuzz/$seed_exe" "$corpus"; fi
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"

@@ -15,6 +15,7 @@ extern "C" {
 #include <memory>
 
 #include "core/error.h"
+#include "io/av_logging.h"
 
 namespace vidax {
 namespace {
@@ -129,6 +130,7 @@ std::string av_error(int code) {
 }
 
 RgbImage decode_png(std::span<const uint8_t> bytes, const std::string& name) {
+  configure_av_logging();  // FFmpeg's own warnings ("chunk too big") stay off stderr
   const AVCodec* codec = avcodec_find_decoder(AV_CODEC_ID_PNG);
   if (codec == nullptr) throw_input_error(name, ": this FFmpeg build has no PNG decoder");
   std::unique_ptr<AVCodecContext, CodecContextFree> ctx(avcodec_alloc_context3(codec));

@@ -16,20 +16,12 @@ extern "C" {
 #include <mutex>
 
 #include "core/error.h"
+#include "io/av_logging.h"
 #include "io/temp_paths.h"
 #include "io/video_writer_internal.h"
 
 namespace vidax::video_detail {
 namespace {
-
-// libav prints to stderr by default (x264 banners, warnings); vidax reports errors itself.
-// VIDAX_AV_LOG=<anything> keeps libav's own logging for debugging.
-void configure_av_logging() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (std::getenv("VIDAX_AV_LOG") == nullptr) av_log_set_level(AV_LOG_QUIET);
-  });
-}
 
 std::string av_error_text(int err) {
   char text[AV_ERROR_MAX_STRING_SIZE] = {};

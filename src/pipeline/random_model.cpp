@@ -1,5 +1,6 @@
 #include "pipeline/random_model.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,9 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "io/torch_checkpoint.h"
+#include "models/clip/clip_checkpoint.h"
+#include "models/clip/clip_random.h"
+#include "models/clip/clip_tensors.h"
 #include "models/wan/dit_checkpoint.h"
 #include "models/wan/dit_random.h"
 #include "models/wan/dit_tensors.h"
@@ -48,21 +52,63 @@ void copy_tokenizer(const std::string& spiece, const fs::path& dir) {
 }
 
 json diffusers_dit_config(const wan::DitConfig& c) {
-  return {{"_class_name", "WanTransformer3DModel"},
-          {"_diffusers_version", "0.33.0"},
-          {"patch_size", {c.patch[0], c.patch[1], c.patch[2]}},
+  json j = {{"_class_name", "WanTransformer3DModel"},
+            {"_diffusers_version", "0.33.0"},
+            {"patch_size", {c.patch[0], c.patch[1], c.patch[2]}},
+            {"num_attention_heads", c.num_heads},
+            {"attention_head_dim", c.head_dim()},
+            {"in_channels", c.in_dim},
+            {"out_channels", c.out_dim},
+            {"text_dim", c.text_dim},
+            {"freq_dim", c.freq_dim},
+            {"ffn_dim", c.ffn_dim},
+            {"num_layers", c.num_layers},
+            {"cross_attn_norm", c.cross_attn_norm},
+            {"qk_norm", "rms_norm_across_heads"},
+            {"eps", c.eps},
+            {"rope_max_seq_len", 1024},
+            {"image_dim", c.image_branch() ? json(c.clip_dim) : json()},
+            {"added_kv_proj_dim", c.image_branch() ? json(c.dim) : json()},
+            {"pos_embed_seq_len", c.flf_pos_tokens > 0 ? json(c.flf_pos_tokens) : json()}};
+  return j;
+}
+
+// transformers CLIPVisionConfig (diffusers' image_encoder/config.json).
+json transformers_clip_config(const clip::ClipVisionConfig& c) {
+  return {{"architectures", {"CLIPVisionModelWithProjection"}},
+          {"model_type", "clip_vision_model"},
+          {"hidden_size", c.dim},
+          {"intermediate_size", c.ffn_dim},
           {"num_attention_heads", c.num_heads},
-          {"attention_head_dim", c.head_dim()},
-          {"in_channels", c.in_dim},
-          {"out_channels", c.out_dim},
-          {"text_dim", c.text_dim},
-          {"freq_dim", c.freq_dim},
-          {"ffn_dim", c.ffn_dim},
-          {"num_layers", c.num_layers},
-          {"cross_attn_norm", c.cross_attn_norm},
-          {"qk_norm", "rms_norm_across_heads"},
-          {"eps", c.eps},
-          {"rope_max_seq_len", 1024}};
+          {"num_hidden_layers", c.num_layers},
+          {"image_size", c.image_size},
+          {"patch_size", c.patch_size},
+          {"hidden_act", "gelu"},
+          {"layer_norm_eps", c.eps},
+          {"projection_dim", c.dim}};
+}
+
+// The vision tower under transformers names, as diffusers' image_encoder/ and ComfyUI's
+// clip_vision_h store it: q/k/v split, the class embedding [dim] and position table [N, dim],
+// plus the parts a real file has that the encoder does not use (post_layernorm, position_ids).
+Named transformers_clip_tensors(const clip::ClipVisionConfig& c, const wan::WeightFn& fused,
+                                DType dtype) {
+  const wan::WeightFn split = clip::split_qkv_weights(c, fused);
+  Named out;
+  for (const TensorDecl& d : clip::clip_vision_tensor_decls(c, clip::QkvStorage::kSeparate)) {
+    Tensor t = split(d.name).to(dtype);
+    if (d.name == "visual.cls_embedding") t = t.reshape(Shape{c.dim});
+    if (d.name == "visual.pos_embedding") t = t.reshape(Shape{c.tokens(), c.dim});
+    out.emplace_back(clip::clip_official_to_transformers(d.name), t);
+  }
+  const std::vector<float> ones(static_cast<size_t>(c.dim), 1.0f);
+  out.emplace_back("vision_model.post_layernorm.weight",
+                   Tensor::from_floats(ones, Shape{c.dim}).to(dtype));
+  out.emplace_back("vision_model.post_layernorm.bias", Tensor::zeros(Shape{c.dim}, dtype));
+  Tensor ids = Tensor::zeros(Shape{1, c.tokens()}, DType::kI64);
+  for (int64_t i = 0; i < c.tokens(); ++i) ids.mutable_data<int64_t>()[i] = i;
+  out.emplace_back("vision_model.embeddings.position_ids", ids);
+  return out;
 }
 
 json transformers_t5_config(const wan::T5Config& c) {
@@ -81,21 +127,41 @@ json transformers_t5_config(const wan::T5Config& c) {
 }
 
 json diffusers_vae_config(const wan::VaeConfig& c) {
-  return {{"_class_name", "AutoencoderKLWan"},
-          {"base_dim", c.dim},
-          {"z_dim", c.z_dim},
-          {"dim_mult", c.dim_mult},
-          {"num_res_blocks", c.num_res_blocks},
-          {"attn_scales", json::array()},
-          {"temperal_downsample", c.temporal_downsample},
-          {"latents_mean", c.latent_mean},
-          {"latents_std", c.latent_std}};
+  return {
+      {"_class_name", "AutoencoderKLWan"},
+      {"base_dim", c.dim},
+      {"z_dim", c.z_dim},
+      {"dim_mult", c.dim_mult},
+      {"num_res_blocks", c.num_res_blocks},
+      {"attn_scales", json::array()},
+      {"temperal_downsample", c.temporal_downsample},
+      {"latents_mean", c.latent_mean},
+      {"latents_std", c.latent_std},
+      // Wan 2.2's VAE (AutoencoderKLWan with is_residual): 2x2 pixel patches, own decoder width.
+      {"is_residual", c.version == wan::VaeVersion::kWan22},
+      {"decoder_base_dim", c.dec_dim},
+      {"in_channels", c.version == wan::VaeVersion::kWan22 ? 12 : 3},
+      {"out_channels", c.version == wan::VaeVersion::kWan22 ? 12 : 3},
+      {"patch_size", c.version == wan::VaeVersion::kWan22 ? json(2) : json()},
+      {"scale_factor_spatial", c.spatial_stride()},
+      {"scale_factor_temporal", c.temporal_stride()}};
 }
 
 }  // namespace
 
-RandomModelSpec tiny_random_model_spec(int64_t vocab) {
+const std::vector<std::string>& random_model_kinds() {
+  static const std::vector<std::string> kinds = {"t2v", "i2v", "flf2v", "ti2v"};
+  return kinds;
+}
+
+RandomModelSpec tiny_random_model_spec(int64_t vocab, const std::string& kind, bool experts) {
+  const auto& kinds = random_model_kinds();
+  if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
+    throw_input_error("--model: expected t2v, i2v, flf2v or ti2v, got '", kind, "'");
+  if (experts && kind != "t2v" && kind != "i2v")
+    throw_input_error("--experts: two experts exist for t2v and i2v (Wan 2.2 A14B), not ", kind);
   RandomModelSpec s;
+  s.experts = experts;
   s.t5.vocab = vocab;
   s.t5.dim = 64;
   s.t5.dim_attn = 64;
@@ -111,6 +177,28 @@ RandomModelSpec tiny_random_model_spec(int64_t vocab) {
   s.vae = *wan::vae_preset("wan2.1-vae");
   s.vae.dim = 8;
   s.vae.dec_dim = 8;
+  if (kind == "ti2v") {  // Wan 2.2 TI2V-5B: the 48-channel, stride-16 Wan 2.2 VAE
+    s.vae = *wan::vae_preset("wan2.2-vae");
+    s.vae.dim = 8;
+    s.vae.dec_dim = 16;
+    s.dit.kind = wan::DitKind::kTI2V;
+    s.dit.in_dim = s.dit.out_dim = s.vae.z_dim;
+  } else if (kind == "i2v" || kind == "flf2v") {
+    // Noise, 4 mask channels and the image latents in; Wan 2.1 adds the CLIP image branch,
+    // Wan 2.2 I2V A14B (two experts) has none.
+    s.dit.kind = wan::DitKind::kI2V;
+    s.dit.in_dim = 2 * s.vae.z_dim + 4;
+    if (experts) {
+      s.dit.clip_dim = 0;
+    } else {
+      clip::ClipVisionConfig c;
+      c.image_size = 56, c.patch_size = 14, c.dim = 128, c.ffn_dim = 512, c.num_heads = 2;
+      c.num_layers = 3;
+      s.clip = c;
+      s.dit.clip_dim = c.dim;
+      if (kind == "flf2v") s.dit.flf_pos_tokens = 2 * c.tokens();
+    }
+  }
   return s;
 }
 
@@ -131,6 +219,10 @@ void write_random_model(const std::string& dir_text, const std::string& layout,
   const auto t5_decls = wan::t5_tensor_decls(spec.t5);
   const auto vae_decls = wan::vae_tensor_decls(spec.vae);
   auto same = [](const std::string& n) { return n; };
+  const bool wan22_vae = spec.vae.version == wan::VaeVersion::kWan22;
+  const wan::WeightFn clip_w =
+      spec.clip ? clip::random_clip_weights(*spec.clip, DType::kF32, spec.seed + 4) : nullptr;
+  const std::string kind = spec.dit.kind_name();  // t2v, i2v, flf2v, ti2v
 
   if (layout == "official") {
     // Wan-AI/Wan2.1-T2V-*: DiT safetensors + config.json, T5 and VAE as torch .pth files;
@@ -150,8 +242,13 @@ void write_random_model(const std::string& dir_text, const std::string& layout,
     }
     write_torch_checkpoint((dir / "models_t5_umt5-xxl-enc-bf16.pth").string(),
                            materialize(t5_decls, t5_w, same));
-    write_torch_checkpoint((dir / "Wan2.1_VAE.pth").string(), materialize(vae_decls, vae_w, same));
+    write_torch_checkpoint((dir / (wan22_vae ? "Wan2.2_VAE.pth" : "Wan2.1_VAE.pth")).string(),
+                           materialize(vae_decls, vae_w, same));
     copy_tokenizer(spiece_model, dir / "google" / "umt5-xxl");
+    if (spec.clip)  // the official file holds the whole XLM-R CLIP; vidax reads visual.* only
+      write_torch_checkpoint(
+          (dir / "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth").string(),
+          materialize(clip::clip_vision_tensor_decls(*spec.clip), clip_w, same));
   } else if (layout == "diffusers") {
     for (const char* sub : {"transformer", "text_encoder", "vae"})
       fs::create_directories(dir / sub, ec);
@@ -173,11 +270,20 @@ void write_random_model(const std::string& dir_text, const std::string& layout,
                       }));
     write_text(dir / "vae" / "config.json", diffusers_vae_config(spec.vae).dump(2));
     copy_tokenizer(spiece_model, dir / "tokenizer");
-    json index = {{"_class_name", "WanPipeline"},
+    const bool image = kind != "t2v" && kind != "ti2v";
+    json index = {{"_class_name", image ? "WanImageToVideoPipeline" : "WanPipeline"},
                   {"transformer", {"diffusers", "WanTransformer3DModel"}}};
     if (spec.experts) {
       index["transformer_2"] = {"diffusers", "WanTransformer3DModel"};
-      index["boundary_ratio"] = 0.875;
+      index["boundary_ratio"] = image ? 0.9 : 0.875;
+    }
+    if (spec.clip) {
+      fs::create_directories(dir / "image_encoder", ec);
+      write_safetensors((dir / "image_encoder" / "model.safetensors").string(),
+                        transformers_clip_tensors(*spec.clip, clip_w, DType::kF32));
+      write_text(dir / "image_encoder" / "config.json",
+                 transformers_clip_config(*spec.clip).dump(2));
+      index["image_encoder"] = {"transformers", "CLIPVisionModel"};
     }
     write_text(dir / "model_index.json", index.dump(2));
   } else {
@@ -191,16 +297,23 @@ void write_random_model(const std::string& dir_text, const std::string& layout,
       write_safetensors((dir / "diffusion_models" / file).string(), dit);
     };
     if (spec.experts) {
-      comfy_dit(dit_w, "wan2.2_t2v_high_noise_tiny_bf16.safetensors");
-      comfy_dit(dit_low_w, "wan2.2_t2v_low_noise_tiny_bf16.safetensors");
+      comfy_dit(dit_w, "wan2.2_" + kind + "_high_noise_tiny_bf16.safetensors");
+      comfy_dit(dit_low_w, "wan2.2_" + kind + "_low_noise_tiny_bf16.safetensors");
     } else {
-      comfy_dit(dit_w, "wan2.1_t2v_tiny_bf16.safetensors");
+      comfy_dit(dit_w, (wan22_vae ? "wan2.2_" : "wan2.1_") + kind + "_tiny_bf16.safetensors");
+    }
+    if (spec.clip) {  // ComfyUI's clip_vision_h.safetensors: transformers names, fp16
+      fs::create_directories(dir / "clip_vision", ec);
+      write_safetensors((dir / "clip_vision" / "clip_vision_h_tiny.safetensors").string(),
+                        transformers_clip_tensors(*spec.clip, clip_w, DType::kF16));
     }
     Named t5 = materialize(t5_decls, t5_w, wan::t5_official_to_transformers);
     for (auto& [name, t] : t5) t = t.to(DType::kF16);
     write_safetensors((dir / "text_encoders" / "umt5_tiny_fp16.safetensors").string(), t5);
-    write_safetensors((dir / "vae" / "wan_2.1_vae_tiny.safetensors").string(),
-                      materialize(vae_decls, vae_w, same));
+    write_safetensors(
+        (dir / "vae" / (wan22_vae ? "wan2.2_vae_tiny.safetensors" : "wan_2.1_vae_tiny.safetensors"))
+            .string(),
+        materialize(vae_decls, vae_w, same));
   }
 }
 

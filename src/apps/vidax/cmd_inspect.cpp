@@ -8,6 +8,7 @@
 
 #include "apps/vidax/commands.h"
 #include "io/safetensors.h"
+#include "models/clip/clip_checkpoint.h"
 #include "models/wan/dit_checkpoint.h"
 #include "models/wan/dit_tensors.h"
 #include "models/wan/t5_checkpoint.h"
@@ -82,8 +83,9 @@ void inspect_generic(const std::string& path, const TensorSource& src,
   }
 }
 
-// umT5 encoders and Wan VAEs: the loader's own detection decides; InputError means "not one".
-bool inspect_t5_or_vae(const std::string& path) {
+// umT5 encoders, Wan VAEs and CLIP image encoders: the loader's own detection decides;
+// InputError means "not one".
+bool inspect_component(const std::string& path) {
   try {
     const auto ck = wan::T5Checkpoint::open(path);
     const auto& c = ck.config();
@@ -107,6 +109,21 @@ bool inspect_t5_or_vae(const std::string& path) {
                     ck.missing(), ck.unexpected());
     return true;
   } catch (const InputError&) {
+  }
+  if (clip::looks_like_clip_vision(CheckpointNames(TensorSource::open(path).names()))) {
+    const auto ck = clip::ClipCheckpoint::open(path);
+    const auto& c = ck.config();
+    inspect_generic(
+        path, ck.source(),
+        str_cat("CLIP vision encoder (Wan 2.1 I2V / FLF2V image encoder), ViT ", c.num_layers,
+                " layers, width ", c.dim, ", ", c.num_heads, " heads, ffn ", c.ffn_dim, ", ",
+                c.image_size, "x", c.image_size, " input in ", c.patch_size, "-pixel patches -> ",
+                c.tokens(), " tokens (", clip::clip_layout_name(ck.layout()),
+                " layout; config: ", ck.config_source(),
+                "; the text tower, post-norm and "
+                "projection head are not used)"),
+        ck.missing(), ck.unexpected());
+    return true;
   }
   return false;
 }
@@ -141,6 +158,7 @@ void inspect_expert_folder(const std::string& path) {
   std::printf("text encoder: %s\n", f.t5.empty() ? "(not found)" : f.t5.c_str());
   std::printf("vae:          %s\n", f.vae.empty() ? "(not found)" : f.vae.c_str());
   std::printf("tokenizer:    %s\n", f.tokenizer.empty() ? "(not found)" : f.tokenizer.c_str());
+  if (!f.clip.empty()) std::printf("clip:         %s\n", f.clip.c_str());
   const auto problems = [](const wan::DitCheckpoint& ck) {
     return ck.missing().size() + ck.unexpected().size() + ck.shape_mismatches().size() +
            ck.unsupported_dtype().size();
@@ -157,7 +175,7 @@ void inspect(const std::string& path) {
   {
     const TensorSource src = TensorSource::open(path);
     if (!looks_like_dit(src)) {
-      if (!inspect_t5_or_vae(path)) inspect_generic(path, src);
+      if (!inspect_component(path)) inspect_generic(path, src);
       return;
     }
   }

@@ -1,6 +1,7 @@
-// `vidax random-model DIR --layout official|diffusers|comfyui --tokenizer spiece.model`: writes a
-// tiny random Wan 2.1 T2V model folder in a published layout, for smoke tests of a setup and
-// for the end-to-end tests of `vidax generate` (no 20 GB download needed).
+// `vidax random-model DIR --layout official|diffusers|comfyui --tokenizer spiece.model
+// [--model t2v|i2v|flf2v|ti2v] [--experts]`: writes a tiny random Wan model folder (with a tiny
+// CLIP for i2v / flf2v) in a published layout, for smoke tests of a setup and for the
+// end-to-end tests of `vidax generate` (no 20 GB download needed).
 #include "apps/vidax/commands.h"
 #include "models/wan/tokenizer.h"
 #include "pipeline/random_model.h"
@@ -9,19 +10,22 @@ namespace vidax::cli {
 
 void register_random_model(CLI::App& app) {
   struct Args {
-    std::string dir, layout = "official", tokenizer;
+    std::string dir, layout = "official", tokenizer, model = "t2v";
     uint64_t seed = 0;
     int64_t heads = 1;
     bool experts = false;
     std::string preset;
   };
   auto a = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand(
-      "random-model", "Write a tiny random Wan 2.1 T2V model folder in a published layout");
+  auto* cmd = app.add_subcommand("random-model",
+                                 "Write a tiny random Wan model folder in a published layout");
   cmd->add_option("dir", a->dir, "output folder")->required();
   cmd->add_option("--layout", a->layout, "official | diffusers | comfyui (default official)");
   cmd->add_option("--tokenizer", a->tokenizer, "spiece.model to ship with the model")->required();
   cmd->add_option("--seed", a->seed, "weight seed (default 0)");
+  cmd->add_option("--model", a->model,
+                  "t2v | i2v | flf2v | ti2v (default t2v): Wan 2.1 T2V, Wan 2.1 I2V / FLF2V with "
+                  "a tiny CLIP, Wan 2.2 TI2V-5B; i2v with --experts is Wan 2.2 I2V A14B");
   cmd->add_option("--heads", a->heads,
                   "DiT attention heads: 1, 2 or 4 (default 1; more heads allow --mesh ulysses)");
   cmd->add_flag("--experts", a->experts,
@@ -40,7 +44,7 @@ void register_random_model(CLI::App& app) {
     }
     // The T5 vocabulary must cover every id the tokenizer can produce.
     const auto tokenizer = wan::Tokenizer::open(a->tokenizer);
-    RandomModelSpec spec = tiny_random_model_spec(tokenizer.vocab_size());
+    RandomModelSpec spec = tiny_random_model_spec(tokenizer.vocab_size(), a->model, a->experts);
     spec.seed = a->seed;
     if (a->heads != 1 && a->heads != 2 && a->heads != 4)
       throw_input_error(
@@ -48,10 +52,13 @@ void register_random_model(CLI::App& app) {
           "width that RoPE's three axes split), got ",
           a->heads);
     spec.dit.num_heads = a->heads;
-    spec.experts = a->experts;
     write_random_model(a->dir, a->layout, spec, tokenizer.path());
-    std::printf("wrote a tiny random %s model (%s layout) to %s\n",
-                a->experts ? "two-expert Wan 2.2 T2V A14B-form" : "Wan 2.1 T2V", a->layout.c_str(),
+    const std::string what = a->experts
+                                 ? (a->model == "i2v" ? "Wan 2.2 I2V A14B-form (two experts)"
+                                                      : "Wan 2.2 T2V A14B-form (two experts)")
+                             : a->model == "ti2v" ? "Wan 2.2 TI2V-5B-form"
+                                                  : "Wan 2.1 " + spec.dit.kind_name();
+    std::printf("wrote a tiny random %s model (%s layout) to %s\n", what.c_str(), a->layout.c_str(),
                 a->dir.c_str());
   });
 }

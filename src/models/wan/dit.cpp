@@ -320,8 +320,7 @@ double WanDit::activation_bytes(const DitConfig& c, int64_t tokens) {
   const double l = static_cast<double>(tokens), d = static_cast<double>(c.dim);
   const double widest = static_cast<double>(std::max(c.dim, c.ffn_dim));
   // The cached cross-attention keys / values of two contexts (f32, the upper estimate).
-  const double context_rows =
-      static_cast<double>(c.text_len + 1 + (c.image_branch() ? 257 : 0));
+  const double context_rows = static_cast<double>(c.text_len + 1 + (c.image_branch() ? 257 : 0));
   const double cross_kv_cache = 2.0 * static_cast<double>(c.num_layers) * context_rows * 2 * d * 4;
   return l * (4 * d + 6 * widest + 18 * d + 8 * d + 4 * static_cast<double>(c.ffn_dim) +
               8.0 * static_cast<double>(c.in_dim * c.patch_volume())) +

@@ -21,8 +21,8 @@ void DitConfig::validate(const std::string& source) const {
   // int64 overflow and refuse absurd files before any allocation.
   require(dim <= 65536 && ffn_dim <= 262144 && num_layers <= 1024 && freq_dim <= 65536 &&
               in_dim <= 4096 && out_dim <= 4096 && text_dim <= 65536 && text_len <= 65536 &&
-              clip_dim >= 0 && clip_dim <= 65536 && flf_pos_tokens >= 0 && flf_pos_tokens <= 65536 &&
-              patch[0] <= 16 && patch[1] <= 16 && patch[2] <= 16,
+              clip_dim >= 0 && clip_dim <= 65536 && flf_pos_tokens >= 0 &&
+              flf_pos_tokens <= 65536 && patch[0] <= 16 && patch[1] <= 16 && patch[2] <= 16,
           "sizes exceed what any Wan model uses");
 }
 
