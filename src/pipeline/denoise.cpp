@@ -1,7 +1,9 @@
 #include "pipeline/denoise.h"
 
+#include <array>
 #include <chrono>
 
+#include "accel/step_method.h"
 #include "dist/mesh.h"
 #include "pipeline/image_conditioning.h"
 #include "sampling/scheduler.h"
@@ -25,16 +27,16 @@ Tensor classifier_free_guidance(const Tensor& cond_in, const Tensor& uncond_in,
   return out;
 }
 
-Tensor guided_prediction(wan::WanDit& model, wan::DitSample s, const Tensor& context,
-                         const Tensor& context_null, double guide_scale, dist::Group* cfg_group) {
+std::array<Tensor, 2> branch_predictions(wan::WanDit& model, wan::DitSample s,
+                                         const Tensor& context, const Tensor& context_null,
+                                         dist::Group* cfg_group) {
   if (cfg_group == nullptr || cfg_group->size() == 1) {
     s.context = context;
     s.cfg_branch = 0;
     const Tensor cond = model.forward(s);
     s.context = context_null;
     s.cfg_branch = 1;
-    const Tensor uncond = model.forward(s);
-    return classifier_free_guidance(cond, uncond, guide_scale);
+    return {cond, model.forward(s)};
   }
   // This rank's branch, then both branches' predictions on every rank: [2, C, F, H, W].
   const int branch = cfg_group->rank();
@@ -43,8 +45,13 @@ Tensor guided_prediction(wan::WanDit& model, wan::DitSample s, const Tensor& con
   const Tensor mine = model.forward(s).contiguous();
   Tensor both = Tensor::zeros(Shape{2, mine.numel()});
   cfg_group->all_gather(mine.data<float>(), both.mutable_data<float>(), mine.numel(), DType::kF32);
-  return classifier_free_guidance(both.select(0, 0).reshape(mine.shape()),
-                                  both.select(0, 1).reshape(mine.shape()), guide_scale);
+  return {both.select(0, 0).reshape(mine.shape()), both.select(0, 1).reshape(mine.shape())};
+}
+
+Tensor guided_prediction(wan::WanDit& model, wan::DitSample s, const Tensor& context,
+                         const Tensor& context_null, double guide_scale, dist::Group* cfg_group) {
+  const auto [cond, uncond] = branch_predictions(model, s, context, context_null, cfg_group);
+  return classifier_free_guidance(cond, uncond, guide_scale);
 }
 
 namespace {
@@ -70,10 +77,24 @@ Tensor denoise_loop(const std::function<StepModel(int64_t)>& model_for, const Te
   const bool ti2v = cond.first_frame.defined();
   if (ti2v) replace_first_latent_frame(latent, cond.first_frame);
   const auto& timesteps = scheduler->timesteps();
+  accel::StepMethod* method = options.accel;
+  const int branches = context_null.defined() ? 2 : 1;
+  if (method != nullptr)
+    VIDAX_CHECK(method->run().steps == scheduler->steps() && method->run().branches == branches,
+                "step method made for ", method->run().steps, " steps x ", method->run().branches,
+                " branches, run with ", scheduler->steps(), " x ", branches);
+  wan::WanDit* hooked = nullptr;  // the model the method's block hook is installed on
+  int hooked_expert = -1;         // and which expert it is (a new expert may reuse the address)
   for (int i = 0; i < scheduler->steps(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t t = timesteps[static_cast<size_t>(i)];
     const StepModel m = model_for(t);
+    if (method != nullptr && m.expert != hooked_expert) {
+      if (hooked != nullptr) method->on_model_change();
+      m.model->set_block_hook(method->block_hook());
+      hooked = m.model;
+      hooked_expert = m.expert;
+    }
     wan::DitSample s;
     s.x = latent;
     if (ti2v) {
@@ -89,15 +110,31 @@ Tensor denoise_loop(const std::function<StepModel(int64_t)>& model_for, const Te
     s.step = i;
     s.steps = scheduler->steps();
     s.context = context;
+    std::array<Tensor, 2> out;
+    if (method != nullptr && method->skip_step(i, latent)) {
+      for (int b = 0; b < branches; ++b) out[static_cast<size_t>(b)] = method->output(i, b, latent);
+    } else {
+      if (branches == 2)
+        out = branch_predictions(*m.model, s, context, context_null, cfg_group);
+      else
+        out[0] = m.model->forward(s);
+      if (method != nullptr)
+        for (int b = 0; b < branches; ++b) {
+          method->observe(i, b, latent, out[static_cast<size_t>(b)]);
+          // Under cfg=2 this rank ran one branch; the other's block-stack decision was made
+          // alike on the other rank (same time embedding, same state), so it is recorded alike.
+          if (cfg_group != nullptr && b != cfg_group->rank() && method->block_hook())
+            method->copy_record(i, cfg_group->rank(), b);
+        }
+    }
     const Tensor pred =
-        context_null.defined()
-            ? guided_prediction(*m.model, s, context, context_null, m.guide_scale, cfg_group)
-            : m.model->forward(s);
+        branches == 2 ? classifier_free_guidance(out[0], out[1], m.guide_scale) : out[0];
     latent = scheduler->step(pred, latent);
     if (ti2v) replace_first_latent_frame(latent, cond.first_frame);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (on_step) on_step({i, t, dt, latent, m.expert, m.guide_scale});
   }
+  if (hooked != nullptr) hooked->set_block_hook(nullptr);
   return latent;
 }
 

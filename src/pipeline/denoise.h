@@ -15,6 +15,9 @@
 namespace vidax::dist {
 class Group;
 }
+namespace vidax::accel {
+class StepMethod;
+}
 
 namespace vidax {
 
@@ -23,6 +26,11 @@ struct DenoiseOptions {
   int steps = 50;
   double shift = 5.0;
   double guide_scale = 5.0;
+  // A step method (accel/step_method.h) made for this run, or null (every call runs in full).
+  // The loop installs its block-stack hook on each model, asks it before each step whether the
+  // step's calls can be replaced, shows it the outputs of the steps that ran, and records what
+  // ran in it (StepMethod::report()). Not owned; it must outlive the call.
+  accel::StepMethod* accel = nullptr;
 };
 
 // The image conditioning of an image-to-video run (pipeline/image_conditioning.h); all empty for

@@ -281,6 +281,11 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
       const auto t0 = Clock::now();
       const Tensor noise =
           torch_randn(items[i].seed, Shape{g.channels, g.frames, g.height, g.width});
+      // A fresh step method per video (its caches describe one trajectory).
+      const std::unique_ptr<accel::StepMethod> method =
+          accel::make_step_method(o.accel, plan.accel_run);
+      DenoiseOptions denoise_options = plan.denoise;
+      denoise_options.accel = method.get();
       double step_seconds = 0;
       auto on_step = [&](const DenoiseStep& s) {
         step_seconds += s.seconds;
@@ -297,14 +302,15 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
         experts.make_low = [&] { return make_dit(plan.files.dit_low); };
         progress.begin_phase(batch_label("denoise", i, n), plan.denoise.steps, "step");
         latents[i] = denoise_experts(experts, noise, contexts[i], context_null, plan.seq_len,
-                                     plan.denoise, on_step, o.ctx, conditioning);
+                                     denoise_options, on_step, o.ctx, conditioning);
       } else {
         progress.begin_phase(batch_label("denoise", i, n), plan.denoise.steps, "step");
-        latents[i] = denoise(*dit, noise, contexts[i], context_null, plan.seq_len, plan.denoise,
+        latents[i] = denoise(*dit, noise, contexts[i], context_null, plan.seq_len, denoise_options,
                              on_step, o.ctx, conditioning);
         r.weight_stream = dit->weight_stream_stats();
       }
       progress.end_phase();
+      if (method) r.accel = method->report();
       r.denoise_seconds = seconds_since(t0);
       r.seconds_per_step = step_seconds / plan.denoise.steps;
     }
@@ -401,6 +407,7 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
                                             {"low_noise_steps", r.expert_steps[1]}}
                                      : json()},
         {"attention", o.attention},
+        {"accel", r.accel ? r.accel->to_json() : json{{"spec", "none"}}},
         {"precision", precision_name(o.precision)},
         {"vae_precision", precision_name(o.vae_precision)},
         {"vae_tile", o.vae_tile},

@@ -44,6 +44,13 @@ const char* const kWanDefaultNegativePrompt =
 
 namespace {
 
+// The plan's step method: its spec, and its schedule when fixed before running.
+nlohmann::json accel_json(const std::string& spec, const std::optional<accel::StepReport>& r) {
+  if (spec == "none") return {{"spec", "none"}};
+  if (!r) return {{"spec", spec}, {"schedule", "decided at run time"}};
+  return r->to_json();
+}
+
 using nlohmann::json;
 
 // What survives across phases: the two contexts, the latent and scheduler state, and the
@@ -190,6 +197,34 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   plan.seq_len = plan.latent.tokens;  // ceil(...) with one sequence-parallel rank
   // A bad --attention spec fails here, before any weight is loaded.
   if (!o.attention_policy) (void)sparse::make_attention_policy(o.attention);
+  // The step method likewise; generate always runs both CFG branches.
+  plan.accel_run.dit = dc;
+  plan.accel_run.steps = plan.denoise.steps;
+  plan.accel_run.branches = 2;
+  plan.accel_run.width = plan.video.width;
+  plan.accel_run.height = plan.video.height;
+  plan.accel_run.tokens = plan.latent.tokens;
+  if (const auto method = accel::make_step_method(o.accel, plan.accel_run)) {
+    plan.accel_spec = method->name();
+    if (const auto planned = method->planned_blocks()) {
+      accel::StepReport r;
+      r.spec = plan.accel_spec;
+      int64_t full = 0, skipped = 0;
+      for (const auto& step : *planned) {
+        for (size_t b = 0; b < 2; ++b) {
+          (b == 0 ? r.schedule_cond : r.schedule_uncond)
+              .push_back(static_cast<char>(step[b] ? accel::CallKind::kFull
+                                                   : accel::CallKind::kBlocksSkipped));
+          (step[b] ? full : skipped) += 1;
+        }
+      }
+      r.dense_calls = full + skipped;
+      r.model_calls = full + skipped;
+      r.block_stack_runs = full;
+      r.work_fraction = accel::work_fraction(plan.accel_run, full, skipped);
+      plan.accel_planned = r;
+    }
+  }
 
   plan.dit_model = dc.kind_name();
   plan.dit_layout = wan::layout_name(dit.layout());
@@ -294,6 +329,7 @@ json GenerationPlan::to_json() const {
        clip_config.is_null() ? json() : json{{"layout", clip_layout}, {"config", clip_config}}},
       {"dit", {{"model", dit_model}, {"layout", dit_layout}, {"config", dit_config}}},
       {"family", defaults.family},
+      {"accel", accel_json(accel_spec, accel_planned)},
       {"denoise",
        {{"sampler", denoise.sampler},
         {"steps", denoise.steps},
@@ -343,8 +379,23 @@ std::string GenerationPlan::to_text() const {
     << "denoise " << defaults.family << ": " << denoise.sampler << ", " << denoise.steps
     << " steps, shift " << denoise.shift << ", guide " << denoise.guide_scale;
   if (two_experts) s << " (high noise, t >= " << boundary << "), " << guide_low << " (low noise)";
-  s << "\n"
-    << "latent  [" << latent.channels << ", " << latent.frames << ", " << latent.height << ", "
+  s << "\n";
+  if (accel_spec != "none") {
+    s << "accel   " << accel_spec;
+    if (accel_planned) {
+      char line[160];
+      std::snprintf(line, sizeof line, ": %lld of %lld block-stack runs, %.1f%% of the dense work",
+                    static_cast<long long>(accel_planned->block_stack_runs),
+                    static_cast<long long>(accel_planned->dense_calls),
+                    100.0 * accel_planned->work_fraction);
+      s << line << "\n        cond   " << accel_planned->schedule_cond << "\n        uncond "
+        << accel_planned->schedule_uncond;
+    } else {
+      s << " (decided at run time)";
+    }
+    s << "\n";
+  }
+  s << "latent  [" << latent.channels << ", " << latent.frames << ", " << latent.height << ", "
     << latent.width << "]  tokens " << latent.tokens << "  seq_len " << seq_len << "\n"
     << "memory (phases run one after another; each releases its model)\n";
   for (const auto& p : memory.phases) {

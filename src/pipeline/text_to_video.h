@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accel/step_method.h"
 #include "core/exec_context.h"
 #include "models/wan/dit.h"
 #include "pipeline/denoise.h"
@@ -66,6 +67,9 @@ struct GenerateOptions {
   bool hash_models = true;
   // DiT self-attention policy spec (sparse/attention_policy.h, docs/sparse-attention.md).
   std::string attention = "dense";
+  // Step method spec (accel/step_method.h, docs/step-methods.md): "none", "teacache:...",
+  // "magcache:...", "easycache:...". A fresh method serves each video.
+  std::string accel = "none";
   // When set, used instead of `attention` (e.g. a calibration tool's instrumented policy).
   std::shared_ptr<sparse::AttentionPolicy> attention_policy;
   // When set (and the policy is not dense), every self-attention call also runs dense attention
@@ -106,6 +110,11 @@ struct GenerationPlan {
   // Prompt tokens kept (incl. </s>): the T5's text_len, or the DiT's where that is shorter (a
   // model trained with a short text_len, as vidax-tiny; the official DiT could not take more).
   int64_t prompt_tokens = 0;
+  // The step method: what it knows of the run, its canonical spec ("none" without one) and, when
+  // its schedule is fixed before running (MagCache), that schedule's report.
+  accel::RunInfo accel_run;
+  std::string accel_spec = "none";
+  std::optional<accel::StepReport> accel_planned;
   MemoryPlan memory;
   double available_bytes = -1;
   nlohmann::json to_json() const;
@@ -124,7 +133,8 @@ struct GenerationResult {
   int64_t frames = 0;
   // With a weights budget: the DiT's streamed blocks (models/wan/dit.h).
   wan::WeightStreamStats weight_stream;
-  std::array<int, 2> expert_steps{};  // two experts: steps run by the high / low-noise one
+  std::optional<accel::StepReport> accel;  // with a step method: what it ran
+  std::array<int, 2> expert_steps{};       // two experts: steps run by the high / low-noise one
 };
 
 // Runs the plan for options.prompt, options.seed and options.output. The video and its sidecar

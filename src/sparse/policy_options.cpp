@@ -8,8 +8,8 @@
 
 namespace vidax::sparse {
 
-PolicyOptions::PolicyOptions(std::string policy, std::string_view options)
-    : policy_(std::move(policy)) {
+PolicyOptions::PolicyOptions(std::string policy, std::string_view options, std::string flag)
+    : policy_(std::move(policy)), flag_(std::move(flag)) {
   size_t pos = 0;
   while (pos < options.size()) {
     size_t end = options.find(',', pos);
@@ -17,15 +17,15 @@ PolicyOptions::PolicyOptions(std::string policy, std::string_view options)
     const std::string_view item = options.substr(pos, end - pos);
     const size_t eq = item.find('=');
     if (item.empty() || eq == std::string_view::npos || eq == 0 || eq + 1 == item.size())
-      throw_input_error("--attention ", policy_, ": option '", item,
+      throw_input_error(flag_, " ", policy_, ": option '", item,
                         "' must be key=value (options are separated by commas)");
     std::string key(item.substr(0, eq));
     if (values_.count(key))
-      throw_input_error("--attention ", policy_, ": option '", key, "' given twice");
+      throw_input_error(flag_, " ", policy_, ": option '", key, "' given twice");
     values_.emplace(std::move(key), std::string(item.substr(eq + 1)));
     pos = end + 1;
     if (end + 1 == options.size())
-      throw_input_error("--attention ", policy_, ": trailing comma in '", options, "'");
+      throw_input_error(flag_, " ", policy_, ": trailing comma in '", options, "'");
   }
 }
 
@@ -37,10 +37,9 @@ double PolicyOptions::number(const std::string& key, double def, double lo, doub
   double v = 0;
   const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v))
-    throw_input_error("--attention ", policy_, ": ", key, "='", s, "' is not a number");
+    throw_input_error(flag_, " ", policy_, ": ", key, "='", s, "' is not a number");
   if (v < lo || v > hi)
-    throw_input_error("--attention ", policy_, ": ", key, "=", s, " must be in [", lo, ", ", hi,
-                      "]");
+    throw_input_error(flag_, " ", policy_, ": ", key, "=", s, " must be in [", lo, ", ", hi, "]");
   return v;
 }
 
@@ -52,10 +51,9 @@ int64_t PolicyOptions::integer(const std::string& key, int64_t def, int64_t lo, 
   int64_t v = 0;
   const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size())
-    throw_input_error("--attention ", policy_, ": ", key, "='", s, "' is not an integer");
+    throw_input_error(flag_, " ", policy_, ": ", key, "='", s, "' is not an integer");
   if (v < lo || v > hi)
-    throw_input_error("--attention ", policy_, ": ", key, "=", s, " must be in [", lo, ", ", hi,
-                      "]");
+    throw_input_error(flag_, " ", policy_, ": ", key, "=", s, " must be in [", lo, ", ", hi, "]");
   return v;
 }
 
@@ -70,8 +68,7 @@ void PolicyOptions::finish() const {
     if (!used_.count(key)) {
       std::string known;
       for (const auto& k : used_) known += (known.empty() ? "" : ", ") + k;
-      throw_input_error("--attention ", policy_, ": unknown option '", key, "' (known: ", known,
-                        ")");
+      throw_input_error(flag_, " ", policy_, ": unknown option '", key, "' (known: ", known, ")");
     }
 }
 

@@ -20,7 +20,8 @@ namespace vidax::sparse {
 // finish() can reject the ones nobody asked for. Every error names `policy` and the key.
 class PolicyOptions {
  public:
-  PolicyOptions(std::string policy, std::string_view options);
+  // `flag` names the command-line option in errors ("--attention", "--accel").
+  PolicyOptions(std::string policy, std::string_view options, std::string flag = "--attention");
 
   bool has(const std::string& key) const { return values_.count(key) != 0; }
   // Values must lie in [lo, hi]; `def` is returned when the key is absent.
@@ -32,7 +33,7 @@ class PolicyOptions {
   const std::string& policy() const { return policy_; }
 
  private:
-  std::string policy_;
+  std::string policy_, flag_;
   std::map<std::string, std::string> values_;
   std::set<std::string> used_;
 };

@@ -50,7 +50,8 @@ std::string find_tiny_model(const std::string& flag) {
 
 void register_demo(CLI::App& app) {
   struct Args {
-    std::string model, prompt = kDemoPrompt, output = "demo.mp4", strip, attention = "dense";
+    std::string model, prompt = kDemoPrompt, output = "demo.mp4", strip, attention = "dense",
+                       accel = "none";
     int64_t steps = kDemoSteps, seed = 42;
     bool json = false;
   };
@@ -65,10 +66,12 @@ void register_demo(CLI::App& app) {
                   "also write a PNG strip of every 4th frame (the README's picture)");
   cmd->add_option("--attention", a->attention,
                   "self-attention policy (see vidax generate --help; default dense)");
+  cmd->add_option("--accel", a->accel, "step method (see vidax generate --help; default none)");
   cmd->add_flag("--json", a->json, "print the result as JSON on stdout");
   cmd->callback([a] {
     GenerateOptions o;
     o.attention = a->attention;
+    o.accel = a->accel;
     o.files = resolve_model_files(find_tiny_model(a->model), {});
     if (a->prompt.empty()) throw_input_error("--prompt: the prompt is empty");
     if (a->steps < 1 || a->steps > 1000)

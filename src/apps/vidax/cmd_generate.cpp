@@ -25,7 +25,7 @@ struct GenerateArgs {
   std::string model, dit, dit_low, t5, vae, tokenizer, clip, image, last_image;
   std::string prompt, prompts_file, negative_prompt, size = "832x480", sampler = "unipc",
                                                      precision = "bf16", vae_precision;
-  std::string output = "out.mp4", attention = "dense";
+  std::string output = "out.mp4", attention = "dense", accel = "none";
   WeightArgs residency;
   bool negative_given = false, size_given = false, frames_given = false, fps_given = false;
   bool steps_given = false, shift_given = false, guide_given = false;
@@ -97,6 +97,7 @@ GenerateOptions to_options(const GenerateArgs& a) {
   o.crf = static_cast<int>(a.crf);
   o.hash_models = !a.no_hash;
   o.attention = a.attention;
+  o.accel = a.accel;
   o.weights_budget = a.residency.budget_bytes();
   o.keep_fp8 = a.residency.keep_fp8;
   return o;
@@ -158,6 +159,10 @@ void register_generate(CLI::App& app, int argc, char** argv) {
                   "self-attention policy: dense | window:kt,kh,kw[:tile=bt,bh,bw][:sink] | "
                   "svg[:density=..,warmup=..] | spade[:..] | west:FILE[:budget=..], with optional "
                   "per-layer / per-step schedules (docs/sparse-attention.md; default dense)");
+  cmd->add_option("--accel", a->accel,
+                  "step method reusing work across steps: none | teacache[:thresh=..,mode=e|e0] "
+                  "| magcache[:thresh=..,k=..,retention=..] | easycache[:thresh=..] "
+                  "(docs/step-methods.md; default none)");
   cmd->add_flag("--dry-run", a->dry_run, "print the plan and memory estimate, load nothing");
   cmd->add_flag("--progress", a->progress, "progress display even when stderr is not a terminal");
   cmd->add_flag("--no-hash", a->no_hash, "skip the SHA-256 of the model files in the sidecar");
@@ -231,6 +236,7 @@ void register_generate(CLI::App& app, int argc, char** argv) {
                        {"frames", r.frames},
                        {"seed", items[i].seed},
                        {"seconds_per_step", r.seconds_per_step},
+                       {"accel", r.accel ? r.accel->to_json() : nlohmann::json()},
                        {"encode_seconds", r.encode_seconds},
                        {"denoise_seconds", r.denoise_seconds},
                        {"decode_seconds", r.decode_seconds},

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "accel/step_method.h"
 #include "apps/vidax/commands.h"
 #include "apps/vidax/mesh_args.h"
 #include "apps/vidax/weight_args.h"
@@ -138,7 +139,7 @@ void run_dit(const DitArgs& a, const std::string& in_path, const std::string& ou
 }
 
 void run_denoise(const DitArgs& a, const std::string& in_path, const std::string& out_path,
-                 const DenoiseOptions& opt, bool save_steps) {
+                 const DenoiseOptions& opt, const std::string& accel_spec, bool save_steps) {
   const auto mesh = make_mesh(a.mesh);
   auto in = SafetensorsFile::open(in_path);
   const Tensor noise = drop_batch_dim(require(in, "noise", "initial latent [C, F, H, W]"), 4);
@@ -160,10 +161,21 @@ void run_denoise(const DitArgs& a, const std::string& in_path, const std::string
   wan::WanDit model = load_dit(a, *mesh, context_null.defined() && opt.guide_scale != 1.0);
   ExecContext ctx = cli_context();
   ctx.mesh = mesh.get();
+  // The step method sees the model and the latent's geometry (pixels at the VAE's stride 8).
+  accel::RunInfo run;
+  run.dit = model.config();
+  run.steps = opt.steps;
+  run.branches = context_null.defined() ? 2 : 1;
+  run.height = noise.dim(2) * 8;
+  run.width = noise.dim(3) * 8;
+  run.tokens = noise.dim(1) * noise.dim(2) * noise.dim(3) / run.dit.patch_volume();
+  const std::unique_ptr<accel::StepMethod> method = accel::make_step_method(accel_spec, run);
+  DenoiseOptions options = opt;
+  options.accel = method.get();
   const bool out_rank = is_output_rank();
   std::vector<std::pair<std::string, Tensor>> outputs;
   Tensor final_latent = denoise(
-      model, noise, context, context_null, seq_len, opt,
+      model, noise, context, context_null, seq_len, options,
       [&](const DenoiseStep& s) {
         if (!out_rank) return;
         std::fprintf(stderr, "step %d/%d  t=%lld  %.2f s\n", s.index + 1, opt.steps,
@@ -173,10 +185,22 @@ void run_denoise(const DitArgs& a, const std::string& in_path, const std::string
       },
       ctx);
   outputs.emplace_back("final_latent", final_latent);
+  std::string accel_report = "{\"spec\": \"none\"}";
+  if (method) {
+    const accel::StepReport r = method->report();
+    accel_report = r.to_json().dump();
+    if (out_rank)
+      std::fprintf(stderr,
+                   "%s: %lld of %lld block-stack runs, %lld model calls, %.1f%% of the work\n",
+                   r.spec.c_str(), static_cast<long long>(r.block_stack_runs),
+                   static_cast<long long>(r.dense_calls), static_cast<long long>(r.model_calls),
+                   100.0 * r.work_fraction);
+  }
   if (out_rank)
     write_safetensors(out_path, outputs,
                       {{"producer", "vidax run denoise"},
                        {"sampler", opt.sampler},
+                       {"accel", accel_report},
                        {"mesh", mesh->spec().str()}});
 }
 
@@ -216,8 +240,12 @@ void register_run(CLI::App& app) {
     cmd->add_option("--guide-scale", opt->guide_scale,
                     "classifier-free guidance scale (default 5.0)");
     cmd->add_flag("!--no-step-latents", *steps_out, "do not write step<k>.latent");
+    auto accel_spec = std::make_shared<std::string>("none");
+    cmd->add_option("--accel", *accel_spec,
+                    "step method: none | teacache[:..] | magcache[:..] | easycache[:..] "
+                    "(docs/step-methods.md; default none)");
     cmd->fallthrough();
-    cmd->callback([=] { run_denoise(*a, *in, *out, *opt, *steps_out); });
+    cmd->callback([=] { run_denoise(*a, *in, *out, *opt, *accel_spec, *steps_out); });
   }
   {
     auto* cmd = run->add_subcommand(

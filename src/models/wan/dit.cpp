@@ -224,6 +224,12 @@ WanDit& WanDit::operator=(WanDit&&) noexcept = default;
 
 const DitConfig& WanDit::config() const { return impl_->cfg; }
 
+void WanDit::set_block_hook(std::shared_ptr<BlockStackHook> hook) {
+  impl_->block_hook = std::move(hook);
+  for (auto& r : impl_->stack_residual) r = Buffer<float>();
+  impl_->stack_residual_n = {};
+}
+
 void WanDit::set_attention(std::shared_ptr<sparse::AttentionPolicy> policy,
                            sparse::AttentionDiagnostics* diagnostics) {
   impl_->self_attn.set_policy(std::move(policy), diagnostics);
@@ -327,7 +333,7 @@ double WanDit::activation_bytes(const DitConfig& c, int64_t tokens) {
          cross_kv_cache;
 }
 
-double WanDit::forward_flops(const DitConfig& c, int64_t L) {
+double WanDit::block_stack_flops(const DitConfig& c, int64_t L) {
   const double d = static_cast<double>(c.dim), l = static_cast<double>(L);
   const double tl = static_cast<double>(c.text_len);
   double per_block = 2 * l * 4 * d * d                       // q, k, v, o
@@ -336,7 +342,13 @@ double WanDit::forward_flops(const DitConfig& c, int64_t L) {
                      + 4 * l * tl * d                        // cross attention
                      + 2 * l * 2 * d * static_cast<double>(c.ffn_dim);  // FFN
   if (c.image_branch()) per_block += 2 * 2 * 257.0 * d * d + 4 * l * 257.0 * d;
-  double total = per_block * static_cast<double>(c.num_layers);
+  return per_block * static_cast<double>(c.num_layers);
+}
+
+double WanDit::forward_flops(const DitConfig& c, int64_t L) {
+  const double d = static_cast<double>(c.dim), l = static_cast<double>(L);
+  const double tl = static_cast<double>(c.text_len);
+  double total = block_stack_flops(c, L);
   total += 2 * l * d * static_cast<double>(c.in_dim * c.patch_volume());   // patch embedding
   total += 2 * tl * (static_cast<double>(c.text_dim) * d + d * d);         // text embedding
   total += 2 * l * d * static_cast<double>(c.out_dim * c.patch_volume());  // head
@@ -583,8 +595,35 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
                                               Shape{1, n, dim}));
   }
 
-  // ---- Transformer blocks.
-  for (int64_t i = 0; i < c.num_layers; ++i) m.block_forward(static_cast<int>(i), st);
+  // ---- Transformer blocks, or the residual a block-stack hook keeps in their place.
+  const bool hooked = m.block_hook != nullptr;
+  const bool run_blocks = !hooked || m.block_hook->run_blocks(s, {st.e.data(), st.e.size()},
+                                                              {st.e0.data(), st.e0.size()});
+  const size_t branch = static_cast<size_t>(s.cfg_branch == 1 ? 1 : 0);
+  Buffer<float>& residual = m.stack_residual[branch];
+  const size_t n = static_cast<size_t>(rows * dim);
+  if (run_blocks) {
+    if (hooked) {
+      residual.resize(n);
+      m.stack_residual_n[branch] = n;
+      std::copy_n(m.x.data(), n, residual.data());  // x before the blocks
+    }
+    for (int64_t i = 0; i < c.num_layers; ++i) m.block_forward(static_cast<int>(i), st);
+    if (hooked) {
+      float* r = residual.data();
+      const float* x = m.x.data();
+#pragma omp parallel for schedule(static)
+      for (int64_t k = 0; k < static_cast<int64_t>(n); ++k) r[k] = x[k] - r[k];
+    }
+  } else {
+    VIDAX_CHECK(m.stack_residual_n[branch] == n, "block-stack hook skipped the blocks of CFG ",
+                "branch ", branch, " before they ran at this size (", m.stack_residual_n[branch],
+                " vs ", n, " floats)");
+    float* x = m.x.data();
+    const float* r = residual.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t k = 0; k < static_cast<int64_t>(n); ++k) x[k] += r[k];
+  }
 
   // ---- Head: LN(x) * (1 + (m[1] + e)) + (m[0] + e) -> Linear -> unpatchify.
   const int64_t out_features = m.head.out_features();

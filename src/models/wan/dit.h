@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,22 @@ struct WeightStreamStats {
   double load_seconds = 0, wait_seconds = 0;
 };
 
+// A hook on the block stack, for step methods that reuse it across steps (TeaCache, MagCache;
+// accel/). Each forward() asks it, after the time embedding, whether the blocks run. When they
+// run and the hook is set, the DiT keeps their residual blocks(x) - x (this rank's rows, one
+// [rows, dim] f32 buffer per CFG branch); when they do not, it adds that residual to x instead
+// and goes on to the head, exactly the reference scripts' `x += previous_residual`.
+class BlockStackHook {
+ public:
+  virtual ~BlockStackHook() = default;
+  // e: the time embedding [unique_t, dim] (time_embedding output), e0: its projection
+  // [unique_t, 6 dim] (unique_t = 1 for one timestep). Called once per forward on every rank
+  // of a mesh with the same values; it must give the same answer on each. Returning false
+  // before any forward of that CFG branch ran the blocks is an internal error.
+  virtual bool run_blocks(const DitSample& sample, std::span<const float> e,
+                          std::span<const float> e0) = 0;
+};
+
 class WanDit {
  public:
   // `ctx` as set_context's; under a mesh with tensor parallelism (tp > 1) this rank reads and
@@ -107,6 +124,10 @@ class WanDit {
   void set_attention(std::shared_ptr<sparse::AttentionPolicy> policy,
                      sparse::AttentionDiagnostics* diagnostics = nullptr);
 
+  // The block-stack hook for the following forward calls (null: the blocks always run, and no
+  // residual is kept). Setting it drops the residuals kept so far.
+  void set_block_hook(std::shared_ptr<BlockStackHook> hook);
+
   // How the following forward calls run (core/exec_context.h). With a mesh whose sequence-
   // parallel group (ring x ulysses) has several ranks, every rank of that group must call
   // forward() with the same sample: each computes its share of the tokens and every rank
@@ -123,6 +144,8 @@ class WanDit {
 
   // Multiply-add FLOPs x 2 of one forward over `tokens` tokens (used by benchmarks).
   static double forward_flops(const DitConfig& config, int64_t tokens);
+  // The part of forward_flops spent in the block stack (what a BlockStackHook skips).
+  static double block_stack_flops(const DitConfig& config, int64_t tokens);
 
  private:
   struct Impl;

@@ -111,6 +111,11 @@ struct WanDit::Impl {
 
   // Scratch reused across blocks and calls.
   Buffer<float> x, act, qkv, attn, tmp, hidden, kv;
+  // Block-stack hook (dit.h BlockStackHook) and the residual blocks(x) - x it reuses, one per
+  // CFG branch, [rows, dim].
+  std::shared_ptr<BlockStackHook> block_hook;
+  std::array<Buffer<float>, 2> stack_residual;
+  std::array<size_t, 2> stack_residual_n{};  // floats held (0: none yet)
   Buffer<BFloat16> act16, qkv16, hidden16;
   Buffer<BFloat16> linear_in16;  // only linear_f32_in converts into this one
 

@@ -1,0 +1,108 @@
+#include "accel/step_method.h"
+
+#include "accel/easycache.h"
+#include "accel/magcache.h"
+#include "accel/teacache.h"
+#include "core/error.h"
+
+namespace vidax::accel {
+
+StepMethod::StepMethod(RunInfo run) : run_(std::move(run)) {
+  VIDAX_CHECK(run_.steps >= 1 && (run_.branches == 1 || run_.branches == 2),
+              "step method: bad run info (steps ", run_.steps, ", branches ", run_.branches, ")");
+  calls_.assign(static_cast<size_t>(run_.steps), {0, 0});
+}
+
+bool StepMethod::skip_step(int, const Tensor&) { return false; }
+
+Tensor StepMethod::output(int step, int branch, const Tensor&) {
+  VIDAX_CHECK(false, name(), ": asked for a cached output (step ", step, ", branch ", branch,
+              ") it never offered");
+  return {};
+}
+
+void StepMethod::observe(int, int, const Tensor&, const Tensor&) {}
+
+std::optional<std::vector<std::array<bool, 2>>> StepMethod::planned_blocks() const {
+  return std::nullopt;
+}
+
+void StepMethod::record(int step, int branch, CallKind kind) {
+  VIDAX_CHECK(step >= 0 && step < run_.steps && (branch == 0 || branch == 1),
+              "step method: record of step ", step, " branch ", branch, " outside the run");
+  calls_[static_cast<size_t>(step)][static_cast<size_t>(branch)] = static_cast<char>(kind);
+}
+
+void StepMethod::copy_record(int step, int from, int to) {
+  const char c = calls_.at(static_cast<size_t>(step)).at(static_cast<size_t>(from));
+  if (c != 0) record(step, to, static_cast<CallKind>(c));
+}
+
+StepReport StepMethod::report() const {
+  StepReport r;
+  r.spec = name();
+  int64_t full = 0, blocks_skipped = 0;
+  for (const auto& step : calls_) {
+    for (int b = 0; b < run_.branches; ++b) {
+      const char c = step[static_cast<size_t>(b)];
+      (b == 0 ? r.schedule_cond : r.schedule_uncond).push_back(c == 0 ? '?' : c);
+      full += c == static_cast<char>(CallKind::kFull);
+      blocks_skipped += c == static_cast<char>(CallKind::kBlocksSkipped);
+    }
+  }
+  r.dense_calls = static_cast<int64_t>(run_.steps) * run_.branches;
+  r.model_calls = full + blocks_skipped;
+  r.block_stack_runs = full;
+  r.work_fraction = work_fraction(run_, full, blocks_skipped);
+  return r;
+}
+
+nlohmann::json StepReport::to_json() const {
+  return {{"spec", spec},
+          {"dense_calls", dense_calls},
+          {"model_calls", model_calls},
+          {"block_stack_runs", block_stack_runs},
+          {"work_fraction", work_fraction},
+          {"schedule_cond", schedule_cond},
+          {"schedule_uncond", schedule_uncond}};
+}
+
+double work_fraction(const RunInfo& run, int64_t full_calls, int64_t block_skipped_calls) {
+  const double tokens = static_cast<double>(std::max<int64_t>(run.tokens, 1));
+  const double whole = wan::WanDit::forward_flops(run.dit, static_cast<int64_t>(tokens));
+  const double blocks = wan::WanDit::block_stack_flops(run.dit, static_cast<int64_t>(tokens));
+  const double dense = whole * run.steps * run.branches;
+  return (static_cast<double>(full_calls) * whole +
+          static_cast<double>(block_skipped_calls) * (whole - blocks)) /
+         dense;
+}
+
+std::string published_family(const std::string& requested, const RunInfo& run) {
+  if (requested != "auto") return requested;
+  const wan::DitConfig& c = run.dit;
+  if (c.kind == wan::DitKind::kT2V && c.in_dim == 16) {
+    if (c.dim == 1536) return "t2v-1.3b";
+    if (c.dim == 5120) return "t2v-14b";
+    return "";
+  }
+  if (c.image_branch() && c.flf_pos_tokens == 0)
+    return run.width * run.height <= 832 * 480 ? "i2v-480p" : "i2v-720p";
+  return "";
+}
+
+std::unique_ptr<StepMethod> make_step_method(const std::string& spec, const RunInfo& run) {
+  const size_t colon = spec.find(':');
+  const std::string name = spec.substr(0, colon);
+  const std::string options = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  if (name == "none" || name.empty()) {
+    if (!options.empty()) throw_input_error("--accel none: takes no options, got '", options, "'");
+    return nullptr;
+  }
+  if (name == "teacache") return make_teacache(options, run);
+  if (name == "magcache") return make_magcache(options, run);
+  if (name == "easycache") return make_easycache(options, run);
+  throw_input_error("--accel: unknown method '", name,
+                    "' (expected none, teacache, magcache or easycache; see docs/step-methods.md)");
+}
+
+}  // namespace vidax::accel

@@ -1,0 +1,107 @@
+// Step methods (`--accel SPEC`): doing less work per denoising step by reusing what earlier
+// steps computed. One interface for all of them, at the two hooks the denoising loop offers
+// (docs/step-methods.md):
+//  - the block-stack hook (wan::BlockStackHook, inside WanDit::forward): the method decides from
+//    the time embedding whether the transformer blocks run or their kept residual is added
+//    (TeaCache, MagCache);
+//  - the call hook (pipeline/denoise.cpp, around the model calls of a step): the method may
+//    replace a whole step's model calls by outputs it derives from earlier ones (EasyCache).
+// The loop records what ran for every step and branch, so every method reports the same
+// numbers: model calls, block-stack runs and the share of the dense FLOPs done.
+// Not thread-safe: one method object serves one denoising loop at a time.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tensor.h"
+#include "models/wan/dit.h"
+
+namespace vidax::accel {
+
+// What a step method knows of the run when it is made.
+struct RunInfo {
+  wan::DitConfig dit;             // the model (the first expert of two)
+  int steps = 50;                 // scheduler steps
+  int branches = 2;               // model calls per dense step: 2 with guidance, 1 without
+  int64_t width = 0, height = 0;  // the video (chooses the I2V 480P / 720P tables)
+  int64_t tokens = 0;             // patch tokens per call (for the work fraction)
+};
+
+// What ran for one branch of one step.
+enum class CallKind : char {
+  kFull = 'C',           // the model ran
+  kBlocksSkipped = 'b',  // the model ran its embeddings and head; the blocks were reused
+  kSkipped = '.',        // no model call: the output came from the method
+};
+
+// The run as the loop recorded it.
+struct StepReport {
+  std::string spec;  // canonical
+  int64_t dense_calls = 0, model_calls = 0, block_stack_runs = 0;
+  double work_fraction = 1;  // share of the dense run's DiT FLOPs that were done
+  // One character per step (CallKind) for the conditional and unconditional branch.
+  std::string schedule_cond, schedule_uncond;
+  nlohmann::json to_json() const;
+};
+
+class StepMethod {
+ public:
+  virtual ~StepMethod() = default;
+  virtual std::string name() const = 0;  // the canonical spec, e.g. "magcache:thresh=0.12,k=2"
+
+  // The block-stack hook to install on the DiT (null: the blocks always run).
+  virtual std::shared_ptr<wan::BlockStackHook> block_hook() { return nullptr; }
+
+  // Call hook, before the model calls of `step` on latent x [C, F, H, W]: true replaces every
+  // branch's call by output(); the decision must be the same on every rank of a mesh.
+  virtual bool skip_step(int step, const Tensor& x);
+  virtual Tensor output(int step, int branch, const Tensor& x);
+  // After a step whose calls ran: each branch's model output (every rank sees both).
+  virtual void observe(int step, int branch, const Tensor& x, const Tensor& out);
+
+  // The loop moved to another model (the other expert of two): block-stack residuals kept by
+  // the previous one are gone, so the next call of each branch must run the blocks.
+  virtual void on_model_change() {}
+
+  // When the whole schedule is known before running (MagCache): per step, per branch (cond,
+  // uncond), whether the block stack runs. nullopt: decided at run time.
+  virtual std::optional<std::vector<std::array<bool, 2>>> planned_blocks() const;
+
+  // Bookkeeping, filled by the loop and the hooks.
+  void record(int step, int branch, CallKind kind);
+  // The record of (step, from) copied to (step, to): under --mesh cfg=2 a rank runs one branch
+  // and the block-stack decision of the other is the same by construction.
+  void copy_record(int step, int from, int to);
+  StepReport report() const;
+  const RunInfo& run() const { return run_; }
+
+ protected:
+  explicit StepMethod(RunInfo run);
+  RunInfo run_;
+
+ private:
+  std::vector<std::array<char, 2>> calls_;  // per step: CallKind per branch (0: not recorded)
+};
+
+// `spec`: "none" (nullptr), "teacache[:...]", "magcache[:...]", "easycache[:...]"
+// (docs/step-methods.md lists the options). InputError naming --accel and the option on a bad
+// spec or when the method has no published table for this model and none was given.
+std::unique_ptr<StepMethod> make_step_method(const std::string& spec, const RunInfo& run);
+
+// The share of the dense DiT FLOPs a schedule does: a full call costs forward_flops, a call
+// whose blocks were skipped forward_flops - block_stack_flops, a skipped call nothing.
+double work_fraction(const RunInfo& run, int64_t full_calls, int64_t block_skipped_calls);
+
+// The model families with published TeaCache / MagCache tables: "t2v-1.3b", "t2v-14b",
+// "i2v-480p", "i2v-720p"; "auto" picks one from the DiT config and the video size (Wan 2.1
+// T2V by width, Wan 2.1 I2V by area: 480P up to 832x480), "" when none applies.
+std::string published_family(const std::string& requested, const RunInfo& run);
+
+}  // namespace vidax::accel
