@@ -43,8 +43,8 @@ struct Key {
   std::function<std::string(const EvalConfig&)> print;
 };
 
-// The keys, in canonical order: alphabetical except `attention`, which is last because its value
-// (an --attention spec) may itself contain commas.
+// The keys, in canonical order: alphabetical except `accel` and `attention`, last because their
+// values (an --accel or --attention spec) may themselves contain commas.
 const std::vector<Key>& keys() {
   static const std::vector<Key> table = {
       {"frames", "4k+1",
@@ -94,6 +94,17 @@ const std::vector<Key>& keys() {
          c.steps = static_cast<int>(parse_integer(v, where, 1, 1000));
        },
        [](const EvalConfig& c) { return std::to_string(c.steps); }},
+      {"accel", "none",
+       [](EvalConfig& c, std::string_view v, const std::string& where) {
+         // The method and its options are checked against the model when the run is planned
+         // (a table may depend on it); here the name.
+         const std::string_view name = v.substr(0, v.find(':'));
+         if (name != "none" && name != "teacache" && name != "magcache" && name != "easycache")
+           throw_input_error(where, ": unknown step method '", name,
+                             "' (none, teacache, magcache, easycache)");
+         c.accel = std::string(v);
+       },
+       [](const EvalConfig& c) { return c.accel; }},
       {"attention", "dense",
        [](EvalConfig& c, std::string_view v, const std::string& where) {
          // Validated (and canonicalised) by the policy factory: "window:3,8,8", "svg:..", ...
@@ -119,6 +130,9 @@ std::string_view trim(std::string_view s) {
 std::string EvalConfig::canonical() const {
   std::string out;
   for (const Key& k : keys()) {
+    // No step method is left out, so configurations (and the frame cache's keys) written before
+    // the key existed keep their text.
+    if (std::string_view(k.name) == "accel" && accel == "none") continue;
     if (!out.empty()) out += ',';
     out += k.name;
     out += '=';
@@ -170,10 +184,17 @@ EvalConfig parse_config_spec(std::string_view spec, const EvalConfig& defaults,
     }
     const std::string_view name = trim(part.substr(0, eq));
     std::string_view value = trim(part.substr(eq + 1));
-    if (name == "attention") {
-      // The attention spec runs to the end: its own options are separated by commas too.
-      value = trim(spec.substr(spec.find('=', begin) + 1));
-      pos = spec.size() + 1;
+    if (name == "attention" || name == "accel") {
+      // These specs run to the end, or to the other one: their options are separated by
+      // commas too.
+      const size_t start = spec.find('=', begin) + 1;
+      size_t end = spec.size();
+      for (const char* other : {",attention=", ",accel="}) {
+        const size_t at = spec.find(other, start);
+        if (at != std::string_view::npos) end = std::min(end, at);
+      }
+      value = trim(spec.substr(start, end - start));
+      pos = end == spec.size() ? spec.size() + 1 : end + 1;
     }
     const Key* key = nullptr;
     for (const Key& k : keys())
@@ -201,6 +222,7 @@ void apply_config(const EvalConfig& c, GenerateOptions& o) {
   o.precision = wan::parse_precision(c.precision, "precision");
   o.vae_precision = o.precision;
   o.attention = c.attention;
+  o.accel = c.accel;
 }
 
 }  // namespace vidax::eval

@@ -3,12 +3,14 @@
 //   "steps=10,shift=3"                  the defaults with these keys changed
 //   "default,sampler=euler,steps=8"     the same ("default" may lead the list)
 //   "steps=10,attention=svg:density=0.2,warmup=0.25"
-//                                       `attention` takes the rest of the spec (an --attention
-//                                       spec has commas of its own), so it comes last
-// Keys: steps, shift, guide, sampler, precision, size (WxH), frames, attention. A key is a row of
-// one table (config_spec.cpp), so a new acceleration knob is one more row. Every configuration
-// resolves to a full EvalConfig whose canonical() text (every key, sorted, shortest numbers) is
-// what the reference cache is keyed on and what decides that two specs are the same
+//                                       `attention` and `accel` take the rest of the spec up to
+//                                       the other one (their specs have commas of their own),
+//                                       so they come last
+//   "accel=magcache:thresh=0.24,k=6,attention=window:3,8,8"
+// Keys: steps, shift, guide, sampler, precision, size (WxH), frames, accel, attention. A key is a
+// row of one table (config_spec.cpp), so a new acceleration knob is one more row. Every
+// configuration resolves to a full EvalConfig whose canonical() text (every key, sorted, shortest
+// numbers) is what the reference cache is keyed on and what decides that two specs are the same
 // configuration.
 //
 // Pure functions; safe to call from any number of threads.
@@ -29,9 +31,12 @@ struct EvalConfig {
   std::string sampler = "unipc";
   std::string precision = "bf16";  // DiT, text encoder and VAE
   int64_t width = 832, height = 480, frames = 81;
+  std::string accel = "none";  // step method (accel/step_method.h; checked against the model
+                               // when the run is planned)
   std::string attention = "dense";
 
   // "frames=17,guide=5,precision=fp32,sampler=unipc,shift=5,size=256x256,steps=20,attention=dense"
+  // (`accel=...` before `attention` when a step method is set)
   std::string canonical() const;
   bool operator==(const EvalConfig& other) const { return canonical() == other.canonical(); }
 };

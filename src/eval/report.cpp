@@ -60,7 +60,7 @@ Aggregate aggregate(const EvalReport& r) {
   if (r.clips.empty()) return a;
   std::vector<double> steps;
   double psnr_sum = 0, ssim_sum = 0, temporal_sum = 0, temporal_ref_sum = 0, clip_seconds = 0;
-  double denoise = 0, attention = 0;
+  double denoise = 0, attention = 0, work = 0, timed_denoise = 0, reference_denoise = 0;
   int64_t fidelity_clips = 0;
   double psnr_min = std::numeric_limits<double>::infinity(), ssim_min = 1e9;
   for (const ClipResult& c : r.clips) {
@@ -79,6 +79,11 @@ Aggregate aggregate(const EvalReport& r) {
     clip_seconds += c.total_seconds;
     denoise += c.denoise_seconds;
     attention += c.attention_seconds;
+    work += c.work_fraction;
+    if (c.reference_denoise_seconds) {
+      timed_denoise += c.denoise_seconds;
+      reference_denoise += *c.reference_denoise_seconds;
+    }
   }
   const double n = static_cast<double>(a.clips);
   if (a.adherence.clips > 0) a.adherence_overall = a.adherence.rate(a.adherence.overall);
@@ -101,6 +106,8 @@ Aggregate aggregate(const EvalReport& r) {
     a.seconds_per_step_median = steps.size() % 2 ? steps[m] : 0.5 * (steps[m - 1] + steps[m]);
     a.seconds_per_clip = clip_seconds / n;
     if (denoise > 0) a.attention_share = attention / denoise;
+    a.work_fraction = work / n;
+    if (reference_denoise > 0) a.wall_fraction = timed_denoise / reference_denoise;
   }
   std::map<std::pair<int64_t, int64_t>, Aggregate::AttentionCallStat> by_call;  // (step, layer)
   double density = 0, rel_l2 = 0, recall = 0;
@@ -158,6 +165,10 @@ json report_json(const EvalReport& r) {
       j["denoise_seconds"] = c.denoise_seconds;
       j["attention_seconds"] = c.attention_seconds;
       j["seconds"] = c.total_seconds;
+      j["work_fraction"] = c.work_fraction;
+      j["model_calls"] = c.model_calls;
+      j["block_stack_runs"] = c.block_stack_runs;
+      j["reference_denoise_seconds"] = number_or_null(c.reference_denoise_seconds);
     }
     clips.push_back(std::move(j));
   }
@@ -197,6 +208,8 @@ json report_json(const EvalReport& r) {
              {"seconds_per_step_median", a.seconds_per_step_median},
              {"seconds_per_clip", a.seconds_per_clip},
              {"attention_share", number_or_null(a.attention_share)},
+             {"work_fraction", a.work_fraction},
+             {"wall_fraction", number_or_null(a.wall_fraction)},
              {"attention_metrics", attention_metrics_json(r, a)},
              {"cache",
               {{"dir", r.cache_dir.empty() ? json(nullptr) : json(r.cache_dir)},
@@ -252,6 +265,12 @@ std::string report_table(const EvalReport& r, bool per_clip) {
          pad(temporal, 17) + pad(cell("%.3f", a.seconds_per_step), 8) +
          pad(cell("%.2f", a.seconds_per_clip), 8) + pct(a.attention_share) + "\n";
   }
+  if (r.mode == "generate" && r.config.accel != "none")
+    s += "  step method " + r.config.accel + ": " + pct(a.work_fraction) +
+         " of the dense work, wall clock " +
+         (a.wall_fraction ? pct(a.wall_fraction) + " of the reference's denoising"
+                          : std::string("against a cached reference: not measured (--no-cache)")) +
+         "\n";
   if (a.adherence.clips > 0) s += "  adherence by attribute: " + a.adherence.summary() + "\n";
   if (a.attention_rel_l2)
     s += "  attention vs dense: density " + cell("%.3f", a.attention_density) + ", relative L2 " +

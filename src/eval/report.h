@@ -28,6 +28,10 @@ struct Aggregate {
   std::optional<double> temporal_reference;  // of the reference clips
   double seconds_per_step = 0, seconds_per_step_median = 0, seconds_per_clip = 0;
   std::optional<double> attention_share;  // attention seconds / denoising seconds
+  // Step methods: the mean share of the dense DiT work done, and the denoising seconds over
+  // the reference's (clips whose reference was generated in this run; nullopt otherwise).
+  double work_fraction = 1;
+  std::optional<double> wall_fraction;
   // Attention metrics (EvalRequest::attention_metrics): means over every recorded call of every
   // clip, and per (layer, step) over clips and CFG branches.
   struct AttentionCallStat {

@@ -167,6 +167,13 @@ EvalReport run_eval(const EvalRequest& rq) {
       c.denoise_seconds = g.result.seconds_per_step * rq.config.steps;
       c.attention_seconds = g.attention_seconds;
       c.total_seconds = g.result.total_seconds;
+      if (g.result.accel) {
+        c.work_fraction = g.result.accel->work_fraction;
+        c.model_calls = g.result.accel->model_calls;
+        c.block_stack_runs = g.result.accel->block_stack_runs;
+      } else {
+        c.model_calls = c.block_stack_runs = 2 * rq.config.steps;
+      }
       c.temporal = temporal_change(g.frames);
       if (prompt.expected) {
         c.adherence = score_clip(*prompt.expected, g.frames);
@@ -178,8 +185,10 @@ EvalReport run_eval(const EvalRequest& rq) {
         std::optional<Tensor> ref = cache.load(key, g.frames.shape());
         c.reference_from_cache = ref.has_value();
         if (!ref) {
-          ref =
-              generate_clip(base_options(rq, rq.reference, prompt, seed), *ref_plan, false).frames;
+          const Generated rg =
+              generate_clip(base_options(rq, rq.reference, prompt, seed), *ref_plan, false);
+          ref = rg.frames;
+          c.reference_denoise_seconds = rg.result.seconds_per_step * rq.reference.steps;
           cache.store(key, *ref, metadata(prompt, seed, ref_text));
           ++rep.reference_generated;
         } else {

@@ -55,6 +55,12 @@ struct ClipResult {
   double denoise_seconds = 0;    // the denoising steps alone (steps * seconds_per_step)
   double attention_seconds = 0;  // of which in attention (profiler "attention.*" scopes)
   double total_seconds = 0;      // end to end: text encoding, denoising, decoding, model loads
+  // Step method (accel): the share of the dense DiT work this clip did, its model calls, and
+  // the denoising seconds of its reference clip when that was generated in this run (for the
+  // wall-clock fraction; nullopt when it came from the cache or is this configuration).
+  double work_fraction = 1;
+  int64_t model_calls = 0, block_stack_runs = 0;
+  std::optional<double> reference_denoise_seconds;
   // With EvalRequest::attention_metrics and a sparse configuration: one record per
   // self-attention call (layer, step, CFG branch, density, relative L2 error, recall).
   std::vector<sparse::AttentionRecord> attention_records;

@@ -144,6 +144,31 @@ TEST(EvalCli, AttentionMetricsPerLayerAndStep) {
   expect_rate(m["recall_mean"], "recall_mean");
 }
 
+// --config accel=...: the share of the dense work each clip did, and, against a reference
+// generated in the same run (--no-cache), the wall-clock fraction of its denoising.
+TEST(EvalCli, StepMethodsReportWorkAndWallClockFractions) {
+  REQUIRE_TINY();
+  const std::string small = "size=64x64,frames=5,steps=12";
+  const json j = parse(eval_stdout("--suite ci --seeds 1 --json --no-cache --config " + small +
+                                   ",accel=easycache:thresh=10,ret=2 --against " + small));
+  ASSERT_TRUE(j.contains("work_fraction")) << j;
+  EXPECT_LT(j["work_fraction"].get<double>(), 0.9) << j;
+  ASSERT_TRUE(j["wall_fraction"].is_number()) << j;
+  EXPECT_GT(j["wall_fraction"].get<double>(), 0.0);
+  ASSERT_EQ(j["per_clip"].size(), j["clips"].get<size_t>());
+  for (const json& c : j["per_clip"]) {
+    EXPECT_LT(c["model_calls"].get<int>(), 24) << c;
+    EXPECT_TRUE(c["reference_denoise_seconds"].is_number()) << c;
+  }
+  ASSERT_TRUE(j["psnr_mean"].is_number()) << j;  // skipped steps change the frames
+  // The readable report says it too.
+  const Result text = eval_stdout("--suite ci --seeds 1 --no-cache --config " + small +
+                                  ",accel=magcache:model=t2v-1.3b --against " + small);
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("step method magcache:model=t2v-1.3b"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("of the dense work, wall clock"), std::string::npos) << text.out;
+}
+
 TEST(EvalCli, CopyOfVidaxTinyGetsItsDefaults) {
   REQUIRE_TINY();
   // A copy outside models/: its config.json names the model, so no --defaults tiny is needed
@@ -185,6 +210,7 @@ TEST(EvalCli, BadSpecsAndFlagsAreOneLineErrors) {
   expect_one_line_error("eval --config stepz=4", "unknown key 'stepz'");
   expect_one_line_error("eval --against shift=-1", "--against shift");
   expect_one_line_error("eval --config attention=sparse", "attention");
+  expect_one_line_error("eval --config accel=turbo", "--config accel");
   expect_one_line_error("eval --config size=256", "--config size");
   expect_one_line_error("eval --config steps=2,steps=3", "given twice");
   expect_one_line_error("eval --config ''", "--config");

@@ -188,6 +188,45 @@ TEST(MeshCli, RunDenoiseWithCfgUlyssesAndRingEqualsOneProcess) {
   }
 }
 
+// Step methods under a mesh: every rank makes the same decisions (the block-stack hook sees the
+// same time embedding on each; EasyCache decides from outputs every rank holds after the
+// exchange), so the result and the recorded schedule equal one process's.
+TEST(MeshCli, RunDenoiseWithStepMethodsEqualsOneProcess) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(io_path, "cfg_loop_tiny.io.safetensors");
+  TempDir dir;
+  auto io = SafetensorsFile::open(io_path);
+  const std::string in = dir.file("in.safetensors");
+  write_safetensors(in, {{"noise", io.tensor("noise")},
+                         {"context", io.tensor("context")},
+                         {"context_null", io.tensor("context_null")},
+                         {"seq_len", io.tensor("seq_len")}});
+  for (const char* spec : {"teacache:thresh=2,coeffs=0/0/0/1/0",
+                           "magcache:thresh=0.5,k=4,"
+                           "model=t2v-1.3b",
+                           "easycache:thresh=1,ret=2"}) {
+    const std::string common = "run denoise --steps 10 --shift 5 --guide-scale 5 --weights " +
+                               weights + " --in " + in + " --accel " + spec + " --out ";
+    const Result one = run_one(common + dir.file("one.safetensors"));
+    ASSERT_EQ(one.code, 0) << spec << "\n" << one.out;
+    const Tensor ref = output(dir.file("one.safetensors"), "final_latent");
+    const std::string ref_report =
+        SafetensorsFile::open(dir.file("one.safetensors")).metadata().at("accel");
+    EXPECT_NE(ref_report.find("\"schedule_cond\""), std::string::npos) << ref_report;
+    for (const MeshCase& c : {MeshCase{2, "cfg=2", 0.0}, MeshCase{4, "cfg=2,ulysses=2", 1e-6}}) {
+      const std::string out = dir.file("mesh.safetensors");
+      const Result r = run_mpi(c.ranks, common + out + " --mesh " + c.mesh);
+      ASSERT_EQ(r.code, 0) << spec << " " << c.mesh << "\n" << r.out;
+      EXPECT_LE(vidax::testing::max_rel_diff(output(out, "final_latent"), ref), c.tolerance)
+          << spec << " " << c.mesh;
+      EXPECT_EQ(SafetensorsFile::open(out).metadata().at("accel"), ref_report)
+          << spec << " " << c.mesh;
+      EXPECT_EQ(vidax::testing::count_lines(r.out), 11) << r.out;  // 10 steps + the summary
+      std::filesystem::remove(out);
+    }
+  }
+}
+
 // The frames of a PNG-folder video as raw RGB bytes (ffmpeg, which setup installs).
 std::string raw_frames(const std::string& folder) {
   const std::string raw = folder + ".rgb";

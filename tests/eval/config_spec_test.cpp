@@ -41,6 +41,28 @@ TEST(ConfigSpec, AttentionTakesTheRestOfTheSpec) {
   EXPECT_NE(error_of("attention=window:0,8,8").find("--config attention"), std::string::npos);
 }
 
+// A step-method spec has commas too: `accel` runs up to `attention` (or the end), in either
+// order, and a configuration without one keeps the canonical text it had before the key.
+TEST(ConfigSpec, AccelAndAttentionSplitTheRestOfTheSpec) {
+  const EvalConfig a =
+      parse_config_spec("steps=8,accel=magcache:thresh=0.24,k=6,attention=window:3,8,8:tile=1,8,8",
+                        tiny_defaults(), "--config");
+  EXPECT_EQ(a.accel, "magcache:thresh=0.24,k=6");
+  EXPECT_NE(a.attention.find("window:3,8,8"), std::string::npos) << a.attention;
+  const EvalConfig b =
+      parse_config_spec("attention=window:3,8,8:tile=1,8,8,accel=magcache:thresh=0.24,k=6,steps=8",
+                        tiny_defaults(), "--config");
+  EXPECT_EQ(b.accel, "magcache:thresh=0.24,k=6,steps=8");  // accel takes the rest
+  EXPECT_EQ(b.steps, tiny_defaults().steps);
+  EXPECT_NE(a.canonical().find(",accel=magcache:thresh=0.24,k=6,attention="), std::string::npos)
+      << a.canonical();
+  EXPECT_EQ(parse_config_spec(a.canonical(), tiny_defaults(), "--config"), a);
+  EXPECT_EQ(tiny_defaults().canonical().find("accel"), std::string::npos);
+  EXPECT_NE(error_of("accel=turbo").find("--config accel: unknown step method 'turbo'"),
+            std::string::npos)
+      << error_of("accel=turbo");
+}
+
 TEST(ConfigSpec, KeysOverrideDefaults) {
   const EvalConfig c = parse_config_spec(
       " steps=8 , shift=3.5,guide=0,sampler=euler,precision=bf16,size=128x64,frames=9,"

@@ -1,0 +1,91 @@
+// `--accel` through the real binary: the dry-run plan shows MagCache's fixed schedule, a run's
+// sidecar and --json report what ran (model calls, block-stack runs, work fraction), TeaCache and
+// EasyCache skip work on a real generate, and bad specs end in one line with nothing written.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace vidax {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using vidax::testing::TempDir;
+using Result = vidax::testing::CommandResult;
+using vidax::testing::expect_one_line_error;
+using vidax::testing::run_vidax;
+
+std::string model_dir() {
+  static TempDir root;
+  const std::string dir = root.file("t2v");
+  if (!fs::exists(dir)) {
+    const Result r =
+        run_vidax("random-model " + dir + " --seed 4 --tokenizer " + std::string(VIDAX_SOURCE_DIR) +
+                  "/tests/data/tokenizer/spiece.model");
+    EXPECT_EQ(r.code, 0) << r.out;
+  }
+  return dir;
+}
+
+const std::string kArgs = " --prompt 'a red square' --size 64x64 --frames 5 --steps 20 --seed 3";
+
+TEST(AccelCli, DryRunShowsMagCachesFixedSchedule) {
+  const Result r = run_vidax("generate --model " + model_dir() + kArgs +
+                             " --accel magcache:model=t2v-1.3b --dry-run --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json accel = json::parse(r.out)["accel"];
+  EXPECT_EQ(accel["spec"], "magcache:thresh=0.12,k=2,retention=0.2,model=t2v-1.3b");
+  // The published 1.3B table at 20 steps (shared/research/step-methods.md 2.2).
+  EXPECT_EQ(accel["schedule_cond"], "CCCCbbCbbCbbCbbCbbCC");
+  EXPECT_EQ(accel["block_stack_runs"], 20);
+  EXPECT_EQ(accel["dense_calls"], 40);
+  EXPECT_LT(accel["work_fraction"].get<double>(), 1.0);
+  const Result text = run_vidax("generate --model " + model_dir() + kArgs +
+                                " --accel magcache:model=t2v-1.3b --dry-run");
+  EXPECT_NE(text.out.find("accel   magcache"), std::string::npos) << text.out;
+  // Methods that decide at run time say so.
+  const Result tea = run_vidax("generate --model " + model_dir() + kArgs +
+                               " --accel teacache:model=t2v-1.3b --dry-run --json");
+  EXPECT_EQ(json::parse(tea.out)["accel"]["schedule"], "decided at run time");
+}
+
+TEST(AccelCli, RunsReportWhatTheySkipped) {
+  TempDir out;
+  for (const char* spec : {"teacache:model=t2v-1.3b,thresh=1000", "easycache:thresh=1,ret=2",
+                           "magcache:model=t2v-1.3b"}) {
+    const std::string video = out.file(std::string(spec).substr(0, 4) + ".mp4");
+    const Result r = run_vidax("generate --model " + model_dir() + kArgs + " --no-hash --accel " +
+                               spec + " --json -o " + video);
+    ASSERT_EQ(r.code, 0) << spec << "\n" << r.out;
+    const json result = json::parse(r.out);
+    std::ifstream in(video + ".json");
+    const json side = json::parse(in)["accel"];
+    EXPECT_EQ(side, result["accel"]) << spec;
+    EXPECT_EQ(side["dense_calls"], 40) << spec;
+    EXPECT_LT(side["block_stack_runs"].get<int>(), 40) << spec;  // something was skipped
+    EXPECT_LT(side["work_fraction"].get<double>(), 1.0) << spec;
+    EXPECT_EQ(side["schedule_cond"].get<std::string>().size(), 20u) << spec;
+  }
+  // Without --accel the sidecar says none.
+  const Result plain =
+      run_vidax("generate --model " + model_dir() + kArgs + " --no-hash -o " + out.file("p.mp4"));
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  std::ifstream in(out.file("p.mp4.json"));
+  EXPECT_EQ(json::parse(in)["accel"]["spec"], "none");
+}
+
+TEST(AccelCli, BadSpecsAreOneLineAndWriteNothing) {
+  TempDir out;
+  const std::string m = "generate --model " + model_dir() + kArgs + " -o " + out.file("v.mp4");
+  expect_one_line_error(m + " --accel turbo", "--accel: unknown method 'turbo'");
+  expect_one_line_error(m + " --accel magcache:k=0,model=t2v-1.3b", "k=0");
+  expect_one_line_error(m + " --accel teacache:thresh=-2,model=t2v-1.3b", "thresh");
+  expect_one_line_error(m + " --accel teacache", "no published coefficients");
+  expect_one_line_error(m + " --accel easycache:when=now", "unknown option 'when'");
+  EXPECT_TRUE(fs::is_empty(out.path()));
+}
+
+}  // namespace
+}  // namespace vidax
