@@ -1,6 +1,7 @@
 #include "accel/step_method.h"
 
 #include "accel/easycache.h"
+#include "accel/hsa.h"
 #include "accel/magcache.h"
 #include "accel/teacache.h"
 #include "core/error.h"
@@ -11,7 +12,12 @@ StepMethod::StepMethod(RunInfo run) : run_(std::move(run)) {
   VIDAX_CHECK(run_.steps >= 1 && (run_.branches == 1 || run_.branches == 2),
               "step method: bad run info (steps ", run_.steps, ", branches ", run_.branches, ")");
   calls_.assign(static_cast<size_t>(run_.steps), {0, 0});
+  work_.assign(static_cast<size_t>(run_.steps), {0.0, 0.0});
 }
+
+const std::vector<int64_t>* StepMethod::active_tokens(int) { return nullptr; }
+
+void StepMethod::complete_prediction(int, Tensor&) {}
 
 bool StepMethod::skip_step(int, const Tensor&) { return false; }
 
@@ -27,33 +33,48 @@ std::optional<std::vector<std::array<bool, 2>>> StepMethod::planned_blocks() con
   return std::nullopt;
 }
 
-void StepMethod::record(int step, int branch, CallKind kind) {
+void StepMethod::record(int step, int branch, CallKind kind, double work) {
   VIDAX_CHECK(step >= 0 && step < run_.steps && (branch == 0 || branch == 1),
               "step method: record of step ", step, " branch ", branch, " outside the run");
+  if (work < 0) {
+    const double tokens = static_cast<double>(std::max<int64_t>(run_.tokens, 1));
+    const double whole = wan::WanDit::forward_flops(run_.dit, static_cast<int64_t>(tokens));
+    const double blocks = wan::WanDit::block_stack_flops(run_.dit, static_cast<int64_t>(tokens));
+    work = kind == CallKind::kFull            ? 1.0
+           : kind == CallKind::kBlocksSkipped ? (whole - blocks) / whole
+           : kind == CallKind::kSkipped       ? 0.0
+                                              : 1.0;
+  }
   calls_[static_cast<size_t>(step)][static_cast<size_t>(branch)] = static_cast<char>(kind);
+  work_[static_cast<size_t>(step)][static_cast<size_t>(branch)] = work;
 }
 
 void StepMethod::copy_record(int step, int from, int to) {
   const char c = calls_.at(static_cast<size_t>(step)).at(static_cast<size_t>(from));
-  if (c != 0) record(step, to, static_cast<CallKind>(c));
+  if (c != 0)
+    record(step, to, static_cast<CallKind>(c),
+           work_[static_cast<size_t>(step)][static_cast<size_t>(from)]);
 }
 
 StepReport StepMethod::report() const {
   StepReport r;
   r.spec = name();
-  int64_t full = 0, blocks_skipped = 0;
-  for (const auto& step : calls_) {
+  int64_t calls = 0, stack_runs = 0;
+  double work = 0;
+  for (size_t s = 0; s < calls_.size(); ++s) {
     for (int b = 0; b < run_.branches; ++b) {
-      const char c = step[static_cast<size_t>(b)];
+      const char c = calls_[s][static_cast<size_t>(b)];
       (b == 0 ? r.schedule_cond : r.schedule_uncond).push_back(c == 0 ? '?' : c);
-      full += c == static_cast<char>(CallKind::kFull);
-      blocks_skipped += c == static_cast<char>(CallKind::kBlocksSkipped);
+      calls += c != 0 && c != static_cast<char>(CallKind::kSkipped);
+      stack_runs +=
+          c == static_cast<char>(CallKind::kFull) || c == static_cast<char>(CallKind::kPartial);
+      work += work_[s][static_cast<size_t>(b)];
     }
   }
   r.dense_calls = static_cast<int64_t>(run_.steps) * run_.branches;
-  r.model_calls = full + blocks_skipped;
-  r.block_stack_runs = full;
-  r.work_fraction = work_fraction(run_, full, blocks_skipped);
+  r.model_calls = calls;
+  r.block_stack_runs = stack_runs;
+  r.work_fraction = work / static_cast<double>(r.dense_calls);
   return r;
 }
 
@@ -101,8 +122,10 @@ std::unique_ptr<StepMethod> make_step_method(const std::string& spec, const RunI
   if (name == "teacache") return make_teacache(options, run);
   if (name == "magcache") return make_magcache(options, run);
   if (name == "easycache") return make_easycache(options, run);
+  if (name == "hsa") return make_hsa(options, run);
   throw_input_error("--accel: unknown method '", name,
-                    "' (expected none, teacache, magcache or easycache; see docs/step-methods.md)");
+                    "' (expected none, teacache, magcache, easycache or hsa; see "
+                    "docs/step-methods.md)");
 }
 
 }  // namespace vidax::accel

@@ -32,6 +32,9 @@ struct RunInfo {
   int branches = 2;               // model calls per dense step: 2 with guidance, 1 without
   int64_t width = 0, height = 0;  // the video (chooses the I2V 480P / 720P tables)
   int64_t tokens = 0;             // patch tokens per call (for the work fraction)
+  std::string sampler = "unipc";  // the scheduler (HSA's cached update needs euler)
+  int sequence_parallel = 1;      // ring x ulysses ranks, and tp ranks, of the mesh: token-subset
+  int tensor_parallel = 1;        // forwards (HSA) run in one process or under cfg only
 };
 
 // What ran for one branch of one step.
@@ -39,6 +42,7 @@ enum class CallKind : char {
   kFull = 'C',           // the model ran
   kBlocksSkipped = 'b',  // the model ran its embeddings and head; the blocks were reused
   kSkipped = '.',        // no model call: the output came from the method
+  kPartial = 'p',        // the model ran on a subset of the tokens (HSA)
 };
 
 // The run as the loop recorded it.
@@ -66,6 +70,14 @@ class StepMethod {
   // After a step whose calls ran: each branch's model output (every rank sees both).
   virtual void observe(int step, int branch, const Tensor& x, const Tensor& out);
 
+  // Token subsets (HSA): the tokens whose outputs `step` computes (null: all of them), whether
+  // the model must keep its self-attention key/value store for that, and the step's
+  // CFG-combined prediction [C, F, H, W] to complete in place (the rows of the tokens not
+  // computed are 0 until then).
+  virtual const std::vector<int64_t>* active_tokens(int step);
+  virtual bool needs_kv_store() const { return false; }
+  virtual void complete_prediction(int step, Tensor& prediction);
+
   // The loop moved to another model (the other expert of two): block-stack residuals kept by
   // the previous one are gone, so the next call of each branch must run the blocks.
   virtual void on_model_change() {}
@@ -75,7 +87,9 @@ class StepMethod {
   virtual std::optional<std::vector<std::array<bool, 2>>> planned_blocks() const;
 
   // Bookkeeping, filled by the loop and the hooks.
-  void record(int step, int branch, CallKind kind);
+  // `work`: the call's share of a whole forward's FLOPs (negative: the kind's own, 1 for a run,
+  // the embeddings and head for reused blocks, 0 for a skip).
+  void record(int step, int branch, CallKind kind, double work = -1);
   // The record of (step, from) copied to (step, to): under --mesh cfg=2 a rank runs one branch
   // and the block-stack decision of the other is the same by construction.
   void copy_record(int step, int from, int to);
@@ -87,7 +101,8 @@ class StepMethod {
   RunInfo run_;
 
  private:
-  std::vector<std::array<char, 2>> calls_;  // per step: CallKind per branch (0: not recorded)
+  std::vector<std::array<char, 2>> calls_;   // per step: CallKind per branch (0: not recorded)
+  std::vector<std::array<double, 2>> work_;  // per step and branch: share of a whole forward
 };
 
 // `spec`: "none" (nullptr), "teacache[:...]", "magcache[:...]", "easycache[:...]"

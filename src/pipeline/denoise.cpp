@@ -92,6 +92,7 @@ Tensor denoise_loop(const std::function<StepModel(int64_t)>& model_for, const Te
     if (method != nullptr && m.expert != hooked_expert) {
       if (hooked != nullptr) method->on_model_change();
       m.model->set_block_hook(method->block_hook());
+      if (method->needs_kv_store()) m.model->set_kv_store(true);
       hooked = m.model;
       hooked_expert = m.expert;
     }
@@ -110,6 +111,7 @@ Tensor denoise_loop(const std::function<StepModel(int64_t)>& model_for, const Te
     s.step = i;
     s.steps = scheduler->steps();
     s.context = context;
+    s.tokens = method != nullptr ? method->active_tokens(i) : nullptr;
     std::array<Tensor, 2> out;
     if (method != nullptr && method->skip_step(i, latent)) {
       for (int b = 0; b < branches; ++b) out[static_cast<size_t>(b)] = method->output(i, b, latent);
@@ -127,14 +129,17 @@ Tensor denoise_loop(const std::function<StepModel(int64_t)>& model_for, const Te
             method->copy_record(i, cfg_group->rank(), b);
         }
     }
-    const Tensor pred =
-        branches == 2 ? classifier_free_guidance(out[0], out[1], m.guide_scale) : out[0];
+    Tensor pred = branches == 2 ? classifier_free_guidance(out[0], out[1], m.guide_scale) : out[0];
+    if (method != nullptr) method->complete_prediction(i, pred);
     latent = scheduler->step(pred, latent);
     if (ti2v) replace_first_latent_frame(latent, cond.first_frame);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (on_step) on_step({i, t, dt, latent, m.expert, m.guide_scale});
   }
-  if (hooked != nullptr) hooked->set_block_hook(nullptr);
+  if (hooked != nullptr) {
+    hooked->set_block_hook(nullptr);
+    if (method->needs_kv_store()) hooked->set_kv_store(false);
+  }
   return latent;
 }
 

@@ -204,6 +204,11 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   plan.accel_run.width = plan.video.width;
   plan.accel_run.height = plan.video.height;
   plan.accel_run.tokens = plan.latent.tokens;
+  plan.accel_run.sampler = plan.denoise.sampler;
+  if (o.ctx.mesh != nullptr) {
+    plan.accel_run.sequence_parallel = o.ctx.mesh->spec().ring * o.ctx.mesh->spec().ulysses;
+    plan.accel_run.tensor_parallel = o.ctx.mesh->spec().tp;
+  }
   if (const auto method = accel::make_step_method(o.accel, plan.accel_run)) {
     plan.accel_spec = method->name();
     if (const auto planned = method->planned_blocks()) {

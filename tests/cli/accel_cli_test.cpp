@@ -68,6 +68,14 @@ TEST(AccelCli, RunsReportWhatTheySkipped) {
     EXPECT_LT(side["work_fraction"].get<double>(), 1.0) << spec;
     EXPECT_EQ(side["schedule_cond"].get<std::string>().size(), 20u) << spec;
   }
+  // HSA: partial steps on the Euler sampler.
+  const Result h = run_vidax("generate --model " + model_dir() + kArgs +
+                             " --no-hash --sampler euler --accel hsa:budget=0.5 --json -o " +
+                             out.file("hsa.mp4"));
+  ASSERT_EQ(h.code, 0) << h.out;
+  const json hr = json::parse(h.out)["accel"];
+  EXPECT_EQ(hr["schedule_cond"], "CCCCCpppCppppppCpppC");  // warmup 5, sync 8 and 15, last
+  EXPECT_LT(hr["work_fraction"].get<double>(), 1.0);
   // Without --accel the sidecar says none.
   const Result plain =
       run_vidax("generate --model " + model_dir() + kArgs + " --no-hash -o " + out.file("p.mp4"));
@@ -84,6 +92,8 @@ TEST(AccelCli, BadSpecsAreOneLineAndWriteNothing) {
   expect_one_line_error(m + " --accel teacache:thresh=-2,model=t2v-1.3b", "thresh");
   expect_one_line_error(m + " --accel teacache", "no published coefficients");
   expect_one_line_error(m + " --accel easycache:when=now", "unknown option 'when'");
+  expect_one_line_error(m + " --accel hsa", "needs --sampler euler");
+  expect_one_line_error(m + " --sampler euler --accel hsa:budget=2", "budget");
   EXPECT_TRUE(fs::is_empty(out.path()));
 }
 

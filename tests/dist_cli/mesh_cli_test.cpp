@@ -201,12 +201,13 @@ TEST(MeshCli, RunDenoiseWithStepMethodsEqualsOneProcess) {
                          {"context", io.tensor("context")},
                          {"context_null", io.tensor("context_null")},
                          {"seq_len", io.tensor("seq_len")}});
-  for (const char* spec : {"teacache:thresh=2,coeffs=0/0/0/1/0",
-                           "magcache:thresh=0.5,k=4,"
-                           "model=t2v-1.3b",
-                           "easycache:thresh=1,ret=2"}) {
+  for (const std::string spec :
+       {"teacache:thresh=2,coeffs=0/0/0/1/0", "magcache:thresh=0.5,k=4,model=t2v-1.3b",
+        "easycache:thresh=1,ret=2", "hsa:budget=0.5,warmup=2"}) {
+    const bool hsa = spec.starts_with("hsa");
     const std::string common = "run denoise --steps 10 --shift 5 --guide-scale 5 --weights " +
-                               weights + " --in " + in + " --accel " + spec + " --out ";
+                               weights + " --in " + in + " --accel " + spec +
+                               (hsa ? " --sampler euler" : "") + " --out ";
     const Result one = run_one(common + dir.file("one.safetensors"));
     ASSERT_EQ(one.code, 0) << spec << "\n" << one.out;
     const Tensor ref = output(dir.file("one.safetensors"), "final_latent");
@@ -215,6 +216,14 @@ TEST(MeshCli, RunDenoiseWithStepMethodsEqualsOneProcess) {
     EXPECT_NE(ref_report.find("\"schedule_cond\""), std::string::npos) << ref_report;
     for (const MeshCase& c : {MeshCase{2, "cfg=2", 0.0}, MeshCase{4, "cfg=2,ulysses=2", 1e-6}}) {
       const std::string out = dir.file("mesh.safetensors");
+      if (hsa && c.mesh != std::string("cfg=2")) {  // token subsets are not split over ranks
+        const Result r = run_mpi(c.ranks, common + out + " --mesh " + c.mesh);
+        EXPECT_NE(r.code, 0);
+        EXPECT_NE(r.out.find("--accel hsa: runs in one process or under --mesh cfg=2"),
+                  std::string::npos)
+            << r.out;
+        continue;
+      }
       const Result r = run_mpi(c.ranks, common + out + " --mesh " + c.mesh);
       ASSERT_EQ(r.code, 0) << spec << " " << c.mesh << "\n" << r.out;
       EXPECT_LE(vidax::testing::max_rel_diff(output(out, "final_latent"), ref), c.tolerance)

@@ -319,6 +319,7 @@ void register_bench(CLI::App& app) {
   bench->require_subcommand(1);
   bench->fallthrough();
   register_bench_vae(bench);
+  register_bench_accel(bench);
   register_bench_attention(bench);
   register_bench_comm(bench);
   {

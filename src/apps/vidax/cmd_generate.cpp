@@ -161,8 +161,8 @@ void register_generate(CLI::App& app, int argc, char** argv) {
                   "per-layer / per-step schedules (docs/sparse-attention.md; default dense)");
   cmd->add_option("--accel", a->accel,
                   "step method reusing work across steps: none | teacache[:thresh=..,mode=e|e0] "
-                  "| magcache[:thresh=..,k=..,retention=..] | easycache[:thresh=..] "
-                  "(docs/step-methods.md; default none)");
+                  "| magcache[:thresh=..,k=..,retention=..] | easycache[:thresh=..] | "
+                  "hsa[:budget=..] (with --sampler euler) (docs/step-methods.md; default none)");
   cmd->add_flag("--dry-run", a->dry_run, "print the plan and memory estimate, load nothing");
   cmd->add_flag("--progress", a->progress, "progress display even when stderr is not a terminal");
   cmd->add_flag("--no-hash", a->no_hash, "skip the SHA-256 of the model files in the sidecar");

@@ -169,6 +169,9 @@ void run_denoise(const DitArgs& a, const std::string& in_path, const std::string
   run.height = noise.dim(2) * 8;
   run.width = noise.dim(3) * 8;
   run.tokens = noise.dim(1) * noise.dim(2) * noise.dim(3) / run.dit.patch_volume();
+  run.sampler = opt.sampler;
+  run.sequence_parallel = mesh->spec().ring * mesh->spec().ulysses;
+  run.tensor_parallel = mesh->spec().tp;
   const std::unique_ptr<accel::StepMethod> method = accel::make_step_method(accel_spec, run);
   DenoiseOptions options = opt;
   options.accel = method.get();
@@ -242,8 +245,8 @@ void register_run(CLI::App& app) {
     cmd->add_flag("!--no-step-latents", *steps_out, "do not write step<k>.latent");
     auto accel_spec = std::make_shared<std::string>("none");
     cmd->add_option("--accel", *accel_spec,
-                    "step method: none | teacache[:..] | magcache[:..] | easycache[:..] "
-                    "(docs/step-methods.md; default none)");
+                    "step method: none | teacache[:..] | magcache[:..] | easycache[:..] | "
+                    "hsa[:..] (docs/step-methods.md; default none)");
     cmd->fallthrough();
     cmd->callback([=] { run_denoise(*a, *in, *out, *opt, *accel_spec, *steps_out); });
   }

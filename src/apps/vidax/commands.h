@@ -26,6 +26,7 @@ void register_run_t5(CLI::App& run);             // cmd_t5.cpp
 void register_bench_t5(CLI::App& bench);         // cmd_t5.cpp
 void register_run_vae(CLI::App* run);            // cmd_vae.cpp
 void register_bench_vae(CLI::App* bench);        // cmd_vae.cpp
+void register_bench_accel(CLI::App* bench);      // cmd_bench_accel.cpp
 void register_bench_attention(CLI::App* bench);  // cmd_bench_attention.cpp
 void register_bench_comm(CLI::App* bench);       // cmd_bench_comm.cpp
 void register_synth(CLI::App& app);

@@ -224,6 +224,20 @@ WanDit& WanDit::operator=(WanDit&&) noexcept = default;
 
 const DitConfig& WanDit::config() const { return impl_->cfg; }
 
+void WanDit::set_kv_store(bool on) {
+  Impl& m = *impl_;
+  m.kv_store_on = on;
+  for (size_t b = 0; b < 2; ++b) {
+    m.kv_store32[b].clear();
+    m.kv_store16[b].clear();
+    if (on) {
+      m.kv_store32[b].resize(static_cast<size_t>(m.cfg.num_layers));
+      m.kv_store16[b].resize(static_cast<size_t>(m.cfg.num_layers));
+    }
+  }
+  m.kv_store_tokens = {};
+}
+
 void WanDit::set_block_hook(std::shared_ptr<BlockStackHook> hook) {
   impl_->block_hook = std::move(hook);
   for (auto& r : impl_->stack_residual) r = Buffer<float>();
@@ -345,6 +359,19 @@ double WanDit::block_stack_flops(const DitConfig& c, int64_t L) {
   return per_block * static_cast<double>(c.num_layers);
 }
 
+double WanDit::subset_flops(const DitConfig& c, int64_t L, int64_t active) {
+  // Every term is per row except the self-attention scores, which are active x L.
+  const double a = static_cast<double>(active), l = static_cast<double>(L);
+  const double d = static_cast<double>(c.dim), layers = static_cast<double>(c.num_layers);
+  const double full = forward_flops(c, L);
+  const double self_scores = 4 * l * l * d * layers;
+  const double text =
+      2 * static_cast<double>(c.text_len) * (static_cast<double>(c.text_dim) * d + d * d) +
+      layers * 2 * 2 * static_cast<double>(c.text_len) * d * d;  // per call
+  const double per_row = (full - self_scores - text) / l;
+  return per_row * a + 4 * a * l * d * layers + text;
+}
+
 double WanDit::forward_flops(const DitConfig& c, int64_t L) {
   const double d = static_cast<double>(c.dim), l = static_cast<double>(L);
   const double tl = static_cast<double>(c.text_len);
@@ -436,6 +463,26 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
   if (!s.t.defined() || (s.t.numel() != 1 && s.t.numel() < L))
     throw_input_error("t: expected one timestep or one per token (>= ", L, "), got ",
                       s.t.defined() ? s.t.shape().str() : "nothing");
+  const bool subset = s.tokens != nullptr;
+  if (subset) {
+    const std::vector<int64_t>& tk = *s.tokens;
+    if (!m.kv_store_on)
+      throw_input_error("a token-subset forward needs the key/value store (set_kv_store)");
+    if (m.sequence_parallel() || m.tp.size > 1)
+      throw_input_error("a token-subset forward runs in one process or under cfg only, not mesh ",
+                        m.ctx.mesh->spec().str());
+    if (capture || m.block_hook)
+      throw_input_error("a token-subset forward takes no captures and no block-stack hook");
+    if (tk.empty()) throw_input_error("tokens: empty subset");
+    for (size_t i = 0; i < tk.size(); ++i)
+      if (tk[i] < 0 || tk[i] >= L || (i > 0 && tk[i] <= tk[i - 1]))
+        throw_input_error("tokens: entry ", i, " (", tk[i], ") is not sorted, unique and below ",
+                          L);
+    const size_t b = static_cast<size_t>(s.cfg_branch == 1 ? 1 : 0);
+    if (m.kv_store_tokens[b] != L)
+      throw_input_error("a token-subset forward of CFG branch ", b, " needs a whole forward of ",
+                        "the same ", L, " tokens first (to fill the key/value store)");
+  }
 
   // ---- Timesteps: unique values, token runs.
   {
@@ -499,7 +546,26 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
   if (st.capture && (m.sequence_parallel() || m.tp.size > 1))
     throw_input_error("named intermediates (capture) need a single process, not mesh ",
                       m.ctx.mesh->spec().str());
-  if (m.sequence_parallel()) {
+  if (subset) {
+    // The rows held are the subset's tokens: one run per stretch of a unique timestep.
+    const std::vector<int64_t>& tk = *s.tokens;
+    std::vector<int64_t> index_of_token(static_cast<size_t>(L));
+    for (const auto& r : st.runs)
+      for (int64_t t = r.begin; t < r.begin + r.count; ++t)
+        index_of_token[static_cast<size_t>(t)] = r.index;
+    std::vector<TimestepRun> local;
+    for (size_t i = 0; i < tk.size(); ++i) {
+      const int64_t idx = index_of_token[static_cast<size_t>(tk[i])];
+      if (!local.empty() && local.back().index == idx) {
+        local.back().count++;
+      } else {
+        local.push_back({static_cast<int64_t>(i), 1, idx});
+      }
+    }
+    st.runs = std::move(local);
+    st.shard = seq_shard(static_cast<int64_t>(tk.size()), 0, 1);
+    st.active = s.tokens;
+  } else if (m.sequence_parallel()) {
     const dist::Group& sp = m.ctx.mesh->sp();
     st.shard = seq_shard(L, sp.rank(), sp.size());
     std::vector<TimestepRun> local;
@@ -521,7 +587,13 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
   {
     Tensor patches = patchify(x_in, c.patch);  // [L, C*pt*ph*pw]
     const int64_t pv = patches.dim(1);
-    if (rows == L) {
+    if (subset) {
+      Buffer<float> local(static_cast<size_t>(rows * pv));  // the subset's rows, in order
+      for (int64_t i = 0; i < rows; ++i)
+        std::copy_n(patches.data<float>() + (*s.tokens)[static_cast<size_t>(i)] * pv, pv,
+                    local.data() + i * pv);
+      m.linear_f32_in(m.patch_embedding, local.data(), rows, m.x.data());
+    } else if (rows == L) {
       m.linear_f32_in(m.patch_embedding, patches.data<float>(), L, m.x.data());
     } else {
       Buffer<float> local(static_cast<size_t>(rows * pv));  // this rank's rows, zero padding
@@ -646,7 +718,15 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
               Tensor::from_floats({head_out.data(), static_cast<size_t>(L * out_features)},
                                   Shape{1, L, out_features}));
   }
-  if (rows != L) {  // every sp rank gets every rank's rows, then the padding is cut
+  if (m.kv_store_on && !subset) m.kv_store_tokens[branch] = L;  // the stores hold every row
+  if (subset) {  // the subset's rows in place, zeros elsewhere
+    Buffer<float> all(static_cast<size_t>(L * out_features));
+    std::fill_n(all.data(), L * out_features, 0.0f);
+    for (int64_t i = 0; i < rows; ++i)
+      std::copy_n(head_out.data() + i * out_features, out_features,
+                  all.data() + (*s.tokens)[static_cast<size_t>(i)] * out_features);
+    head_out = std::move(all);
+  } else if (rows != L) {  // every sp rank gets every rank's rows, then the padding is cut
     dist::Group& sp = m.ctx.mesh->sp();
     Buffer<float> all(static_cast<size_t>(rows * sp.size() * out_features));  // [sp * rows, out]
     sp.all_gather(head_out.data(), all.data(), rows * out_features, DType::kF32);

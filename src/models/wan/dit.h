@@ -50,6 +50,11 @@ struct DitSample {
   // Where the call sits in a sampling loop, for attention policies (sparse/attention_policy.h).
   int64_t step = 0, steps = 1;
   int cfg_branch = 0;  // 0: conditional, 1: unconditional
+  // A subset of the patch tokens (sorted, unique, each < L) to compute; the others are not
+  // evaluated and their rows of the returned prediction are 0. Self-attention of the subset
+  // attends to every token: fresh keys / values for the subset, the ones kept by the last call
+  // of this CFG branch for the rest (set_kv_store). Null: every token.
+  const std::vector<int64_t>* tokens = nullptr;
 };
 
 // Looks up a weight by official name (dtype as stored; converted as needed).
@@ -128,6 +133,13 @@ class WanDit {
   // residual is kept). Setting it drops the residuals kept so far.
   void set_block_hook(std::shared_ptr<BlockStackHook> hook);
 
+  // Keep every layer's self-attention keys and values (post-RoPE, per CFG branch, all L tokens;
+  // bf16 in bf16 mode) so that a later forward over a token subset (DitSample::tokens) attends
+  // to the whole sequence: heterogeneous step allocation (accel/hsa.h). Each call refreshes the
+  // rows it computes. Costs 2 x layers x L x dim values per branch. Single process or a cfg
+  // mesh only (sequence or tensor parallel meshes are refused). Off drops the stores.
+  void set_kv_store(bool on);
+
   // How the following forward calls run (core/exec_context.h). With a mesh whose sequence-
   // parallel group (ring x ulysses) has several ranks, every rank of that group must call
   // forward() with the same sample: each computes its share of the tokens and every rank
@@ -146,6 +158,9 @@ class WanDit {
   static double forward_flops(const DitConfig& config, int64_t tokens);
   // The part of forward_flops spent in the block stack (what a BlockStackHook skips).
   static double block_stack_flops(const DitConfig& config, int64_t tokens);
+  // FLOPs of a forward over `active` of `tokens` tokens (DitSample::tokens): every per-token op
+  // on the active rows, self-attention of the active queries over all keys.
+  static double subset_flops(const DitConfig& config, int64_t tokens, int64_t active);
 
  private:
   struct Impl;

@@ -155,10 +155,26 @@ void WanDit::Impl::self_attention(int index, const DitBlockWeights& w, DitState&
     profile::ScopedTimer pt("rmsnorm+rope");
     norm_heads(q, rows, 3 * ldim, w.norm_q);
     norm_heads(k, rows, 3 * ldim, w.norm_k);
-    rope3d_apply(q, rows, heads, hd, 3 * ldim, st.grid[0], st.grid[1], st.grid[2], rope,
-                 bf16 ? qkv16.data() : nullptr, 3 * ldim, st.shard.first);
-    rope3d_apply(k, rows, heads, hd, 3 * ldim, st.grid[0], st.grid[1], st.grid[2], rope,
-                 bf16 ? qkv16.data() + ldim : nullptr, 3 * ldim, st.shard.first);
+    if (st.active == nullptr) {
+      rope3d_apply(q, rows, heads, hd, 3 * ldim, st.grid[0], st.grid[1], st.grid[2], rope,
+                   bf16 ? qkv16.data() : nullptr, 3 * ldim, st.shard.first);
+      rope3d_apply(k, rows, heads, hd, 3 * ldim, st.grid[0], st.grid[1], st.grid[2], rope,
+                   bf16 ? qkv16.data() + ldim : nullptr, 3 * ldim, st.shard.first);
+    } else {  // a token subset: each stretch of consecutive tokens at its own positions
+      const std::vector<int64_t>& tk = *st.active;
+      for (int64_t r = 0; r < rows;) {
+        int64_t n = 1;
+        while (r + n < rows && tk[static_cast<size_t>(r + n)] == tk[static_cast<size_t>(r)] + n)
+          ++n;
+        const int64_t off = r * 3 * ldim;
+        rope3d_apply(q + off, n, heads, hd, 3 * ldim, st.grid[0], st.grid[1], st.grid[2], rope,
+                     bf16 ? qkv16.data() + off : nullptr, 3 * ldim, tk[static_cast<size_t>(r)]);
+        rope3d_apply(k + off, n, heads, hd, 3 * ldim, st.grid[0], st.grid[1], st.grid[2], rope,
+                     bf16 ? qkv16.data() + off + ldim : nullptr, 3 * ldim,
+                     tk[static_cast<size_t>(r)]);
+        r += n;
+      }
+    }
   }
   if (bf16) {
     profile::ScopedTimer pt("attention.convert");
@@ -172,7 +188,53 @@ void WanDit::Impl::self_attention(int index, const DitBlockWeights& w, DitState&
   }
   attn.resize(static_cast<size_t>(rows * ldim));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  if (!sequence_parallel()) {
+  if (kv_store_on) {
+    // Keep this call's keys and values (the subset's rows, or every row) in the branch's store.
+    const size_t b = static_cast<size_t>(st.cfg_branch == 1 ? 1 : 0),
+                 layer = static_cast<size_t>(index);
+    const int64_t L = st.tokens;
+    const auto n = static_cast<size_t>(L * 2 * ldim);
+    auto token_of = [&](int64_t r) {
+      return st.active != nullptr ? (*st.active)[static_cast<size_t>(r)] : r;
+    };
+    profile::ScopedTimer pt("attention.kv_store");
+    if (bf16) {
+      Buffer<BFloat16>& store = kv_store16[b][layer];
+      store.resize(n);
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(store.data() + token_of(r) * 2 * ldim, qkv16.data() + r * 3 * ldim + ldim,
+                    sizeof(BFloat16) * static_cast<size_t>(2 * ldim));
+    } else {
+      Buffer<float>& store = kv_store32[b][layer];
+      store.resize(n);
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(store.data() + token_of(r) * 2 * ldim, qkv.data() + r * 3 * ldim + ldim,
+                    sizeof(float) * static_cast<size_t>(2 * ldim));
+    }
+  }
+  if (st.active != nullptr) {
+    // The subset's queries over every token's keys and values (fresh rows for the subset, the
+    // kept ones for the rest).
+    const size_t b = static_cast<size_t>(st.cfg_branch == 1 ? 1 : 0),
+                 layer = static_cast<size_t>(index);
+    AttentionDims d{};
+    d.q_len = rows;
+    d.kv_len = d.kv_valid = st.tokens;
+    d.heads = heads;
+    d.head_dim = hd;
+    d.q_stride = 3 * ldim;
+    d.k_stride = d.v_stride = 2 * ldim;
+    d.out_stride = ldim;
+    d.scale = scale;
+    profile::ScopedTimer pt("attention.subset");
+    if (bf16) {
+      const BFloat16* store = kv_store16[b][layer].data();
+      flash_attention(qkv16.data(), store, store + ldim, attn.data(), d);
+    } else {
+      const float* store = kv_store32[b][layer].data();
+      flash_attention(q, store, store + ldim, attn.data(), d);
+    }
+  } else if (!sequence_parallel()) {
     if (bf16) {
       attention_core<BFloat16>(index, st, qkv16.data(), qkv16.data() + ldim,
                                qkv16.data() + 2 * ldim, q, k, v, 3 * ldim, rows, heads, head0,

@@ -74,6 +74,8 @@ struct DitState {
   int64_t clip_rows = 0;
   const CaptureFn* capture = nullptr;
   CrossKvEntry* cross_kv = nullptr;  // this call's cached cross-attention keys / values
+  // A token subset (DitSample::tokens): the rows held are these tokens, in order.
+  const std::vector<int64_t>* active = nullptr;
   // For attention policies: the sample's loop position and its (first) timestep.
   int64_t step = 0, steps = 1;
   int cfg_branch = 0;
@@ -116,6 +118,13 @@ struct WanDit::Impl {
   std::shared_ptr<BlockStackHook> block_hook;
   std::array<Buffer<float>, 2> stack_residual;
   std::array<size_t, 2> stack_residual_n{};  // floats held (0: none yet)
+  // Self-attention key/value stores (set_kv_store): per CFG branch, per layer, [L, 2 * ldim] =
+  // k | v post-RoPE, f32 (fp32 mode) or bf16; kv_store_tokens[b] = the L they were filled for
+  // by a whole forward (0: not yet).
+  bool kv_store_on = false;
+  std::array<std::vector<Buffer<float>>, 2> kv_store32;
+  std::array<std::vector<Buffer<BFloat16>>, 2> kv_store16;
+  std::array<int64_t, 2> kv_store_tokens{};
   Buffer<BFloat16> act16, qkv16, hidden16;
   Buffer<BFloat16> linear_in16;  // only linear_f32_in converts into this one
 
