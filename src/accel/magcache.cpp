@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "accel/magcache_calibration.h"
 #include "core/error.h"
 #include "sparse/policy_options.h"
 
@@ -87,19 +88,21 @@ std::vector<std::array<bool, 2>> magcache_schedule(const std::vector<double>& ra
 }
 
 MagCache::MagCache(RunInfo run, std::vector<double> ratios, double thresh, int k, double retention,
-                   std::string family)
+                   std::string family, std::string ratios_file)
     : StepMethod(std::move(run)),
       thresh_(thresh),
       k_(k),
       retention_(retention),
       family_(std::move(family)),
+      ratios_file_(std::move(ratios_file)),
       hook_(std::make_shared<MagCacheHook>(this)) {
   schedule_ = magcache_schedule(ratios, run_.steps, run_.branches, thresh_, k_, retention_);
 }
 
 std::string MagCache::name() const {
   return "magcache:thresh=" + format_number(thresh_) + ",k=" + std::to_string(k_) +
-         ",retention=" + format_number(retention_) + ",model=" + family_;
+         ",retention=" + format_number(retention_) +
+         (ratios_file_.empty() ? ",model=" + family_ : ",ratios=" + ratios_file_);
 }
 
 bool MagCache::decide(int step, int branch) {
@@ -117,6 +120,13 @@ std::unique_ptr<StepMethod> make_magcache(const std::string& options, const RunI
   const double thresh = o.number("thresh", 0.12, 0.0, 1e9);
   const int k = static_cast<int>(o.integer("k", 2, 1, 1000));
   const double retention = o.number("retention", 0.2, 0.0, 1.0);
+  if (o.has("ratios")) {  // a calibrated table (vidax calibrate --method magcache)
+    if (o.has("model")) throw_input_error("--accel magcache: give model= or ratios=, not both");
+    const std::string path = o.text("ratios", "");
+    o.finish();
+    return std::make_unique<MagCache>(run, read_magcache_ratios(path), thresh, k, retention, "",
+                                      path);
+  }
   const std::string requested = o.text("model", "auto");
   o.finish();
   const std::string family = published_family(requested, run);

@@ -7,7 +7,8 @@
 // by --dry-run). Other step counts interpolate each branch's ratios by nearest index, rounding
 // half to even as numpy does.
 // Spec: magcache[:thresh=0.12][,k=2][,retention=0.2][,model=auto|t2v-1.3b|t2v-14b|i2v-480p|
-//       i2v-720p]   (docs/step-methods.md)
+//       i2v-720p | ,ratios=FILE (a table from vidax calibrate --method magcache)]
+//       (docs/step-methods.md)
 #pragma once
 
 #include <memory>
@@ -36,8 +37,9 @@ std::vector<std::array<bool, 2>> magcache_schedule(const std::vector<double>& ra
 
 class MagCache : public StepMethod {
  public:
+  // `family`: the published table's name, or empty with `ratios_file` (a calibrated table).
   MagCache(RunInfo run, std::vector<double> ratios, double thresh, int k, double retention,
-           std::string family);
+           std::string family, std::string ratios_file = "");
   std::string name() const override;
   std::shared_ptr<wan::BlockStackHook> block_hook() override { return hook_; }
   void on_model_change() override { must_run_ = {true, true}; }
@@ -50,7 +52,7 @@ class MagCache : public StepMethod {
   double thresh_;
   int k_;
   double retention_;
-  std::string family_;
+  std::string family_, ratios_file_;
   std::vector<std::array<bool, 2>> schedule_;
   std::array<bool, 2> must_run_{true, true};
   std::shared_ptr<wan::BlockStackHook> hook_;

@@ -209,7 +209,9 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
     plan.accel_run.sequence_parallel = o.ctx.mesh->spec().ring * o.ctx.mesh->spec().ulysses;
     plan.accel_run.tensor_parallel = o.ctx.mesh->spec().tp;
   }
-  if (const auto method = accel::make_step_method(o.accel, plan.accel_run)) {
+  if (o.accel_factory) {
+    plan.accel_spec = "custom";
+  } else if (const auto method = accel::make_step_method(o.accel, plan.accel_run)) {
     plan.accel_spec = method->name();
     if (const auto planned = method->planned_blocks()) {
       accel::StepReport r;

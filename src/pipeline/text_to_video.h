@@ -70,6 +70,8 @@ struct GenerateOptions {
   // Step method spec (accel/step_method.h, docs/step-methods.md): "none", "teacache:...",
   // "magcache:...", "easycache:...". A fresh method serves each video.
   std::string accel = "none";
+  // When set, makes each video's step method instead of `accel` (a calibration tool's recorder).
+  std::function<std::unique_ptr<accel::StepMethod>(const accel::RunInfo&)> accel_factory;
   // When set, used instead of `attention` (e.g. a calibration tool's instrumented policy).
   std::shared_ptr<sparse::AttentionPolicy> attention_policy;
   // When set (and the policy is not dense), every self-attention call also runs dense attention

@@ -1,9 +1,14 @@
-// `vidax calibrate`: the offline pass of ScalingAttention's WEST (docs/sparse-attention.md). Runs
-// generations with every self-attention call planned dense by a recorder that accumulates each
-// (layer, head)'s attention mass on a normalized cell grid, and writes the prior file that
-// `--attention west:FILE` resamples at run time.
+// `vidax calibrate`: the offline passes that record a model's own tables.
+//  - `--method west` (default): ScalingAttention's WEST prior (docs/sparse-attention.md). Runs
+//    generations with every self-attention call planned dense by a recorder that accumulates each
+//    (layer, head)'s attention mass on a normalized cell grid, and writes the prior file that
+//    `--attention west:FILE` resamples at run time.
+//  - `--method magcache`: MagCache's magnitude ratios (docs/step-methods.md): dense generations
+//    whose block-stack residual norms are compared call to call, averaged over the prompts, for
+//    `--accel magcache:ratios=FILE`.
 //   vidax calibrate --model DIR --prompts FILE -o prior.west
 //   vidax calibrate --model DIR --synth 8 -o prior.west      (synthetic captions, seeds >= 8e6)
+//   vidax calibrate --method magcache --model DIR --synth 4 --steps 20 -o ratios.json
 // Calibration prompts must not be the evaluation suite's: the synthetic option only draws seeds
 // from 8,000,000 up, and a prompts file is the user's responsibility.
 #include <unistd.h>
@@ -13,6 +18,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "accel/magcache_calibration.h"
 #include "apps/vidax/commands.h"
 #include "core/error.h"
 #include "io/temp_paths.h"
@@ -53,7 +59,8 @@ std::array<int64_t, 3> parse_grid(const std::string& text) {
 
 void register_calibrate(CLI::App& app) {
   struct Args {
-    std::string model, prompts_file, output, size, grid = "4,4,4", precision = "bf16";
+    std::string model, prompts_file, output, size, grid = "4,4,4", precision = "bf16",
+                                                   method = "west";
     std::string negative_prompt;
     bool negative_given = false, json = false;
     int64_t synth = 0, synth_seed = kFirstCalibrationSeed, frames = 0, steps = 50, seed = 0,
@@ -62,13 +69,18 @@ void register_calibrate(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
-      "calibrate", "Record a WEST attention prior (ScalingAttention) for --attention west:FILE");
+      "calibrate",
+      "Record a model's own tables: a WEST attention prior, or MagCache's magnitude ratios");
   cmd->add_option("--model", a->model, "model folder (as vidax generate --model)")->required();
+  cmd->add_option("--method", a->method,
+                  "west (attention prior, default) | magcache (step-method ratios)");
   cmd->add_option("--prompts", a->prompts_file, "calibration prompts, one per line");
   cmd->add_option("--synth", a->synth, "calibrate on N synthetic-world captions instead");
   cmd->add_option("--synth-seed", a->synth_seed,
                   "first synthetic seed (>= 8000000, kept apart from the eval suite)");
-  cmd->add_option("-o,--output", a->output, "prior file to write (.west)")->required();
+  cmd->add_option("-o,--output", a->output,
+                  "file to write: a .west prior, or a MagCache table (.json)")
+      ->required();
   cmd->add_option("--size", a->size, "WIDTHxHEIGHT (default: the model's official size)");
   cmd->add_option("--frames", a->frames, "frame count (default: the model's official count)");
   cmd->add_option("--steps", a->steps, "denoising steps per prompt (default 50)");
@@ -82,6 +94,9 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--samples", a->samples, "sampled query rows per call and head (default 64)");
   cmd->add_flag("--json", a->json, "print the result as JSON on stdout");
   cmd->callback([a, negative] {
+    if (a->method != "west" && a->method != "magcache")
+      throw_input_error("--method: expected west or magcache, got '", a->method, "'");
+    const bool magcache = a->method == "magcache";
     if (a->prompts_file.empty() == (a->synth == 0))
       throw_input_error("vidax calibrate: give exactly one of --prompts FILE and --synth N");
     if (a->synth < 0 || a->synth > 100000)
@@ -119,7 +134,14 @@ void register_calibrate(CLI::App& app) {
     o.precision = wan::parse_precision(a->precision, "--precision");
     o.hash_models = false;
     auto recorder = std::make_shared<sparse::WestRecorder>(grid, a->samples, 0);
-    o.attention_policy = recorder;
+    auto ratios = std::make_shared<accel::MagRatioAccumulator>(static_cast<int>(a->steps));
+    if (magcache) {
+      o.accel_factory = [ratios](const accel::RunInfo& run) {
+        return accel::make_magcache_calibration(run, ratios);
+      };
+    } else {
+      o.attention_policy = recorder;
+    }
     // The videos are a by-product: written to a private temporary folder, removed at the end.
     const fs::path scratch =
         fs::temp_directory_path() / ("vidax-calibrate-" + std::to_string(::getpid()));
@@ -157,7 +179,24 @@ void register_calibrate(CLI::App& app) {
         {"steps", a->steps},
         {"seed", a->seed},
         {"samples_per_call_head", a->samples},
-        {"calls", recorder->accumulator().calls()}};
+        {"method", a->method},
+        {"calls", magcache ? 0 : recorder->accumulator().calls()}};
+    if (magcache) {
+      const std::vector<double> table = ratios->ratios();
+      accel::write_magcache_ratios(a->output, table, static_cast<int>(a->steps), provenance.dump());
+      if (a->json)
+        std::printf("%s\n", nlohmann::json({{"output", a->output},
+                                            {"steps", a->steps},
+                                            {"prompts", prompts.size()},
+                                            {"ratios", table},
+                                            {"seconds", seconds}})
+                                .dump(2)
+                                .c_str());
+      else
+        std::fprintf(stderr, "vidax calibrate: wrote %s (%lld steps, %zu prompts) in %.1f s\n",
+                     a->output.c_str(), static_cast<long long>(a->steps), prompts.size(), seconds);
+      return;
+    }
     const sparse::WestPrior prior = recorder->accumulator().prior(provenance.dump());
     sparse::write_west_prior(a->output, prior);
     if (a->json) {

@@ -686,6 +686,7 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
       const float* x = m.x.data();
 #pragma omp parallel for schedule(static)
       for (int64_t k = 0; k < static_cast<int64_t>(n); ++k) r[k] = x[k] - r[k];
+      m.block_hook->after_blocks(s, {residual.data(), n}, rows, dim);
     }
   } else {
     VIDAX_CHECK(m.stack_residual_n[branch] == n, "block-stack hook skipped the blocks of CFG ",

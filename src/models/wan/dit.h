@@ -97,6 +97,12 @@ class BlockStackHook {
   // before any forward of that CFG branch ran the blocks is an internal error.
   virtual bool run_blocks(const DitSample& sample, std::span<const float> e,
                           std::span<const float> e0) = 0;
+  // After the blocks ran: their residual blocks(x) - x, [rows, dim] (this rank's rows), for
+  // calibration (MagCache's magnitude ratios).
+  virtual void after_blocks(const DitSample& sample, std::span<const float> residual, int64_t rows,
+                            int64_t dim) {
+    (void)sample, (void)residual, (void)rows, (void)dim;
+  }
 };
 
 class WanDit {
