@@ -111,6 +111,12 @@ std::string published_family(const std::string& requested, const RunInfo& run) {
   return "";
 }
 
+const std::vector<std::string>& step_method_names() {
+  static const std::vector<std::string> names = {"none", "teacache", "magcache", "easycache",
+                                                 "hsa"};
+  return names;
+}
+
 std::unique_ptr<StepMethod> make_step_method(const std::string& spec, const RunInfo& run) {
   const size_t colon = spec.find(':');
   const std::string name = spec.substr(0, colon);

@@ -105,6 +105,9 @@ class StepMethod {
   std::vector<std::array<double, 2>> work_;  // per step and branch: share of a whole forward
 };
 
+// The method names make_step_method knows ("none" first).
+const std::vector<std::string>& step_method_names();
+
 // `spec`: "none" (nullptr), "teacache[:...]", "magcache[:...]", "easycache[:...]"
 // (docs/step-methods.md lists the options). InputError naming --accel and the option on a bad
 // spec or when the method has no published table for this model and none was given.

@@ -1,10 +1,12 @@
 #include "eval/config_spec.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <functional>
 #include <set>
 
+#include "accel/step_method.h"
 #include "core/error.h"
 #include "pipeline/tiny_defaults.h"
 #include "sparse/attention_policy.h"
@@ -99,9 +101,12 @@ const std::vector<Key>& keys() {
          // The method and its options are checked against the model when the run is planned
          // (a table may depend on it); here the name.
          const std::string_view name = v.substr(0, v.find(':'));
-         if (name != "none" && name != "teacache" && name != "magcache" && name != "easycache")
-           throw_input_error(where, ": unknown step method '", name,
-                             "' (none, teacache, magcache, easycache)");
+         const auto& names = accel::step_method_names();
+         if (std::find(names.begin(), names.end(), name) == names.end()) {
+           std::string known;
+           for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+           throw_input_error(where, ": unknown step method '", name, "' (", known, ")");
+         }
          c.accel = std::string(v);
        },
        [](const EvalConfig& c) { return c.accel; }},

@@ -209,10 +209,20 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
     plan.accel_run.sequence_parallel = o.ctx.mesh->spec().ring * o.ctx.mesh->spec().ulysses;
     plan.accel_run.tensor_parallel = o.ctx.mesh->spec().tp;
   }
+  // What the step method keeps during the denoise phase: the block-stack residual ([tokens, dim]
+  // f32 per CFG branch) or the key/value store (every layer's k and v for every token, per
+  // branch, in the compute dtype).
+  double accel_bytes = 0;
   if (o.accel_factory) {
     plan.accel_spec = "custom";
   } else if (const auto method = accel::make_step_method(o.accel, plan.accel_run)) {
     plan.accel_spec = method->name();
+    const double tokens = static_cast<double>(plan.latent.tokens),
+                 dim = static_cast<double>(dc.dim);
+    if (method->block_hook()) accel_bytes += 2 * tokens * dim * 4;
+    if (method->needs_kv_store())
+      accel_bytes += 2 * static_cast<double>(dc.num_layers) * tokens * 2 * dim *
+                     (o.precision == wan::Precision::kBF16 ? 2.0 : 4.0);
     if (const auto planned = method->planned_blocks()) {
       accel::StepReport r;
       r.spec = plan.accel_spec;
@@ -280,7 +290,7 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
       {"encode text", t5_weights,
        static_cast<double>(wan::T5Encoder::activation_bytes(tc, plan.prompt_tokens))},
       {"denoise", dit_weights,
-       wan::WanDit::activation_bytes(dc, plan.latent.tokens) + dit_widen_scratch},
+       wan::WanDit::activation_bytes(dc, plan.latent.tokens) + dit_widen_scratch + accel_bytes},
       {"decode", vae_weights, std::max(0.0, vae_peak - vae_weights)}};
   if (plan.task != "t2v") {
     // One model at a time: the CLIP encoder (Wan 2.1), then the VAE encoder with its input

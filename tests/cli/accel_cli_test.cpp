@@ -45,6 +45,17 @@ TEST(AccelCli, DryRunShowsMagCachesFixedSchedule) {
   const Result text = run_vidax("generate --model " + model_dir() + kArgs +
                                 " --accel magcache:model=t2v-1.3b --dry-run");
   EXPECT_NE(text.out.find("accel   magcache"), std::string::npos) << text.out;
+  // The plan counts what a method keeps: HSA's key/value store of every layer and token.
+  auto denoise_bytes = [&](const std::string& accel) {
+    const Result p = run_vidax("generate --model " + model_dir() + kArgs +
+                               " --sampler euler --dry-run --json" + accel);
+    const json plan = json::parse(p.out);  // kept: the loop reads into it
+    for (const json& phase : plan["memory"]["phases"])
+      if (phase["phase"] == "denoise") return phase["total_bytes"].get<double>();
+    return 0.0;
+  };
+  // 2 branches x 2 layers x 32 tokens x (k + v) x 128 dims x bf16.
+  EXPECT_DOUBLE_EQ(denoise_bytes(" --accel hsa") - denoise_bytes(""), 2.0 * 2 * 32 * 2 * 128 * 2);
   // Methods that decide at run time say so.
   const Result tea = run_vidax("generate --model " + model_dir() + kArgs +
                                " --accel teacache:model=t2v-1.3b --dry-run --json");
@@ -82,6 +93,30 @@ TEST(AccelCli, RunsReportWhatTheySkipped) {
   ASSERT_EQ(plain.code, 0) << plain.out;
   std::ifstream in(out.file("p.mp4.json"));
   EXPECT_EQ(json::parse(in)["accel"]["spec"], "none");
+}
+
+TEST(AccelCli, CalibratedMagCacheTableDrivesTheSchedule) {
+  TempDir out;
+  const Result c =
+      run_vidax("calibrate --method magcache --model " + model_dir() +
+                " --synth 2 --steps 8 --size 64x64 --frames 5 --json -o " + out.file("t.json"));
+  ASSERT_EQ(c.code, 0) << c.out;
+  const json table = json::parse(std::ifstream(out.file("t.json")));
+  EXPECT_EQ(table["method"], "magcache");
+  EXPECT_EQ(table["steps"], 8);
+  ASSERT_EQ(table["ratios"].size(), 16u);
+  EXPECT_EQ(table["ratios"][0], 1.0);
+  EXPECT_EQ(table["provenance"]["prompts"], 2);
+  const Result r = run_vidax("generate --model " + model_dir() +
+                             " --prompt x --size 64x64 --frames 5 --steps 8 --dry-run --json "
+                             "--accel magcache:thresh=1e9,k=2,ratios=" +
+                             out.file("t.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  // Two retention steps (20% of 16 calls), then K = 2 skips between runs.
+  EXPECT_EQ(json::parse(r.out)["accel"]["schedule_cond"], "CCbbCbbC");
+  expect_one_line_error(
+      "calibrate --method teacache --model " + model_dir() + " --synth 1 -o " + out.file("x.json"),
+      "--method");
 }
 
 TEST(AccelCli, BadSpecsAreOneLineAndWriteNothing) {

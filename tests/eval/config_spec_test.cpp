@@ -58,6 +58,10 @@ TEST(ConfigSpec, AccelAndAttentionSplitTheRestOfTheSpec) {
       << a.canonical();
   EXPECT_EQ(parse_config_spec(a.canonical(), tiny_defaults(), "--config"), a);
   EXPECT_EQ(tiny_defaults().canonical().find("accel"), std::string::npos);
+  EXPECT_EQ(
+      parse_config_spec("sampler=euler,accel=hsa:budget=0.5,warmup=2", tiny_defaults(), "--config")
+          .accel,
+      "hsa:budget=0.5,warmup=2");
   EXPECT_NE(error_of("accel=turbo").find("--config accel: unknown step method 'turbo'"),
             std::string::npos)
       << error_of("accel=turbo");
