@@ -4,7 +4,8 @@
 # 256x256x17 for vidax-tiny) on the suite, next to plain step reduction at about the same work
 # (steps=10 and 5), sparse attention alone and combined. MagCache uses a table calibrated on this
 # model first (`vidax calibrate --method magcache` on synthetic captions from seed 8,000,000, never
-# the suite's); TeaCache is not in the sweep (its polynomial fit for a new model is not built).
+# the suite's); TeaCache is not in the sweep yet (`vidax calibrate --method teacache` now fits its
+# polynomial; a row with teacache:table=FILE is the next addition).
 # HSA needs the Euler sampler: its rows come with dense Euler and Euler step reduction. One markdown
 # row per configuration on stdout (work fraction from the run, denoising seconds per clip and
 # their fraction of the dense run's); every JSON report goes to OUT/, and OUT/points.tsv feeds

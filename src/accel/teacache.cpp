@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "accel/teacache_calibration.h"
 #include "core/error.h"
 #include "sparse/policy_options.h"
 
@@ -139,7 +140,17 @@ std::unique_ptr<StepMethod> make_teacache(const std::string& options, const RunI
   const bool e0 = mode == "e0";
   std::array<double, 5> coefficients{};
   std::string family;
-  if (o.has("coeffs")) {
+  if (o.has("table")) {  // a fit from vidax calibrate --method teacache
+    if (o.has("model") || o.has("coeffs"))
+      throw_input_error("--accel teacache: give one of model=, coeffs= and table=");
+    const std::string path = o.text("table", "");
+    const auto [fitted, fitted_e0] = read_teacache_table(path);
+    if (fitted_e0 != e0)
+      throw_input_error("--accel teacache: table=", path,
+                        " was fitted for mode=", fitted_e0 ? "e0" : "e",
+                        ", the run uses mode=", e0 ? "e0" : "e");
+    coefficients = fitted;
+  } else if (o.has("coeffs")) {
     if (o.has("model")) throw_input_error("--accel teacache: give model= or coeffs=, not both");
     const std::string text = o.text("coeffs", "");
     std::stringstream in(text);

@@ -115,8 +115,21 @@ TEST(AccelCli, CalibratedMagCacheTableDrivesTheSchedule) {
   // Two retention steps (20% of 16 calls), then K = 2 skips between runs.
   EXPECT_EQ(json::parse(r.out)["accel"]["schedule_cond"], "CCbbCbbC");
   expect_one_line_error(
-      "calibrate --method teacache --model " + model_dir() + " --synth 1 -o " + out.file("x.json"),
+      "calibrate --method fastcache --model " + model_dir() + " --synth 1 -o " + out.file("x.json"),
       "--method");
+  // TeaCache's fit, used by generate.
+  const Result t =
+      run_vidax("calibrate --method teacache --model " + model_dir() +
+                " --synth 2 --steps 8 --size 64x64 --frames 5 -o " + out.file("tea.json"));
+  ASSERT_EQ(t.code, 0) << t.out;
+  const json tea = json::parse(std::ifstream(out.file("tea.json")));
+  EXPECT_EQ(tea["coefficients"].size(), 5u);
+  EXPECT_EQ(tea["points"], 2 * 2 * 7);  // 2 prompts x 2 branches x 7 consecutive pairs
+  const Result g = run_vidax("generate --model " + model_dir() +
+                             " --prompt x --size 64x64 --frames 5 --steps 8 --no-hash "
+                             "--accel teacache:table=" +
+                             out.file("tea.json") + " -o " + out.file("v.mp4"));
+  EXPECT_EQ(g.code, 0) << g.out;
 }
 
 TEST(AccelCli, BadSpecsAreOneLineAndWriteNothing) {

@@ -6,6 +6,9 @@
 //  - `--method magcache`: MagCache's magnitude ratios (docs/step-methods.md): dense generations
 //    whose block-stack residual norms are compared call to call, averaged over the prompts, for
 //    `--accel magcache:ratios=FILE`.
+//  - `--method teacache [--mode e|e0]`: TeaCache's polynomial: the relative changes of the
+//    modulated input and of the output between consecutive calls, fitted with a degree-4
+//    polynomial, for `--accel teacache:table=FILE`.
 //   vidax calibrate --model DIR --prompts FILE -o prior.west
 //   vidax calibrate --model DIR --synth 8 -o prior.west      (synthetic captions, seeds >= 8e6)
 //   vidax calibrate --method magcache --model DIR --synth 4 --steps 20 -o ratios.json
@@ -19,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "accel/magcache_calibration.h"
+#include "accel/teacache_calibration.h"
 #include "apps/vidax/commands.h"
 #include "core/error.h"
 #include "io/temp_paths.h"
@@ -60,7 +64,7 @@ std::array<int64_t, 3> parse_grid(const std::string& text) {
 void register_calibrate(CLI::App& app) {
   struct Args {
     std::string model, prompts_file, output, size, grid = "4,4,4", precision = "bf16",
-                                                   method = "west";
+                                                   method = "west", mode = "e";
     std::string negative_prompt;
     bool negative_given = false, json = false;
     int64_t synth = 0, synth_seed = kFirstCalibrationSeed, frames = 0, steps = 50, seed = 0,
@@ -73,7 +77,9 @@ void register_calibrate(CLI::App& app) {
       "Record a model's own tables: a WEST attention prior, or MagCache's magnitude ratios");
   cmd->add_option("--model", a->model, "model folder (as vidax generate --model)")->required();
   cmd->add_option("--method", a->method,
-                  "west (attention prior, default) | magcache (step-method ratios)");
+                  "west (attention prior, default) | magcache (step-method ratios) | teacache "
+                  "(step-method polynomial)");
+  cmd->add_option("--mode", a->mode, "teacache: e (default) | e0, the modulated input to fit on");
   cmd->add_option("--prompts", a->prompts_file, "calibration prompts, one per line");
   cmd->add_option("--synth", a->synth, "calibrate on N synthetic-world captions instead");
   cmd->add_option("--synth-seed", a->synth_seed,
@@ -94,9 +100,11 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--samples", a->samples, "sampled query rows per call and head (default 64)");
   cmd->add_flag("--json", a->json, "print the result as JSON on stdout");
   cmd->callback([a, negative] {
-    if (a->method != "west" && a->method != "magcache")
-      throw_input_error("--method: expected west or magcache, got '", a->method, "'");
-    const bool magcache = a->method == "magcache";
+    if (a->method != "west" && a->method != "magcache" && a->method != "teacache")
+      throw_input_error("--method: expected west, magcache or teacache, got '", a->method, "'");
+    if (a->mode != "e" && a->mode != "e0")
+      throw_input_error("--mode: expected e or e0, got '", a->mode, "'");
+    const bool magcache = a->method == "magcache", teacache = a->method == "teacache";
     if (a->prompts_file.empty() == (a->synth == 0))
       throw_input_error("vidax calibrate: give exactly one of --prompts FILE and --synth N");
     if (a->synth < 0 || a->synth > 100000)
@@ -135,9 +143,15 @@ void register_calibrate(CLI::App& app) {
     o.hash_models = false;
     auto recorder = std::make_shared<sparse::WestRecorder>(grid, a->samples, 0);
     auto ratios = std::make_shared<accel::MagRatioAccumulator>(static_cast<int>(a->steps));
+    auto pairs = std::make_shared<accel::TeaCachePairs>();
     if (magcache) {
       o.accel_factory = [ratios](const accel::RunInfo& run) {
         return accel::make_magcache_calibration(run, ratios);
+      };
+    } else if (teacache) {
+      const bool e0 = a->mode == "e0";
+      o.accel_factory = [pairs, e0](const accel::RunInfo& run) {
+        return accel::make_teacache_calibration(run, e0, pairs);
       };
     } else {
       o.attention_policy = recorder;
@@ -180,7 +194,24 @@ void register_calibrate(CLI::App& app) {
         {"seed", a->seed},
         {"samples_per_call_head", a->samples},
         {"method", a->method},
-        {"calls", magcache ? 0 : recorder->accumulator().calls()}};
+        {"calls", magcache || teacache ? 0 : recorder->accumulator().calls()}};
+    if (teacache) {
+      const std::array<double, 5> c = accel::polyfit4(pairs->x, pairs->y);
+      accel::write_teacache_table(a->output, c, a->mode == "e0", pairs->x.size(),
+                                  provenance.dump());
+      if (a->json)
+        std::printf("%s\n", nlohmann::json({{"output", a->output},
+                                            {"mode", a->mode},
+                                            {"coefficients", c},
+                                            {"points", pairs->x.size()},
+                                            {"seconds", seconds}})
+                                .dump(2)
+                                .c_str());
+      else
+        std::fprintf(stderr, "vidax calibrate: wrote %s (%zu points, %zu prompts) in %.1f s\n",
+                     a->output.c_str(), pairs->x.size(), prompts.size(), seconds);
+      return;
+    }
     if (magcache) {
       const std::vector<double> table = ratios->ratios();
       accel::write_magcache_ratios(a->output, table, static_cast<int>(a->steps), provenance.dump());
