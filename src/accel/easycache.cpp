@@ -33,19 +33,13 @@ Tensor difference(const Tensor& a_in, const Tensor& b_in) {  // a - b, f32
   return out;
 }
 
-std::string format_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
-
 }  // namespace
 
 EasyCache::EasyCache(RunInfo run, double thresh, int ret)
     : StepMethod(std::move(run)), thresh_(thresh), ret_(ret) {}
 
 std::string EasyCache::name() const {
-  return "easycache:thresh=" + format_number(thresh_) + ",ret=" + std::to_string(ret_);
+  return "easycache:thresh=" + spec_number(thresh_) + ",ret=" + std::to_string(ret_);
 }
 
 bool EasyCache::skip_step(int step, const Tensor& x_in) {

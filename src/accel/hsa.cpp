@@ -10,16 +10,6 @@
 #include "sparse/policy_options.h"
 
 namespace vidax::accel {
-namespace {
-
-std::string format_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
-
-}  // namespace
-
 Hsa::Hsa(RunInfo run, double budget, int warmup, std::vector<double> sync, double gamma)
     : StepMethod(std::move(run)),
       budget_(budget),
@@ -32,13 +22,13 @@ Hsa::Hsa(RunInfo run, double budget, int warmup, std::vector<double> sync, doubl
 
 std::string Hsa::name() const {
   std::string s =
-      "hsa:budget=" + format_number(budget_) + ",warmup=" + std::to_string(warmup_) + ",sync=";
+      "hsa:budget=" + spec_number(budget_) + ",warmup=" + std::to_string(warmup_) + ",sync=";
   for (size_t i = 0; i < sync_.size(); ++i) {
     if (i > 0) s += '/';
-    s += format_number(sync_[i]);
+    s += spec_number(sync_[i]);
   }
   if (sync_.empty()) s += "none";
-  return s + ",gamma=" + format_number(gamma_);
+  return s + ",gamma=" + spec_number(gamma_);
 }
 
 bool Hsa::dense_step(int step) const {

@@ -9,31 +9,6 @@
 #include "sparse/policy_options.h"
 
 namespace vidax::accel {
-namespace {
-
-class MagCacheHook : public wan::BlockStackHook {
- public:
-  explicit MagCacheHook(MagCache* owner) : owner_(owner) {}
-  bool run_blocks(const wan::DitSample& s, std::span<const float>,
-                  std::span<const float>) override {
-    const bool run = owner_->decide(static_cast<int>(s.step), s.cfg_branch);
-    owner_->record(static_cast<int>(s.step), s.cfg_branch,
-                   run ? CallKind::kFull : CallKind::kBlocksSkipped);
-    return run;
-  }
-
- private:
-  MagCache* owner_;
-};
-
-std::string format_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
-
-}  // namespace
-
 std::vector<double> nearest_interp(const std::vector<double>& src, int n) {
   VIDAX_CHECK(!src.empty() && n >= 1, "nearest_interp: empty input or n = ", n);
   if (n == 1) return {src.back()};
@@ -95,13 +70,16 @@ MagCache::MagCache(RunInfo run, std::vector<double> ratios, double thresh, int k
       retention_(retention),
       family_(std::move(family)),
       ratios_file_(std::move(ratios_file)),
-      hook_(std::make_shared<MagCacheHook>(this)) {
+      hook_(recording_block_hook(
+          this, [this](int step, int branch, std::span<const float>, std::span<const float>) {
+            return decide(step, branch);
+          })) {
   schedule_ = magcache_schedule(ratios, run_.steps, run_.branches, thresh_, k_, retention_);
 }
 
 std::string MagCache::name() const {
-  return "magcache:thresh=" + format_number(thresh_) + ",k=" + std::to_string(k_) +
-         ",retention=" + format_number(retention_) +
+  return "magcache:thresh=" + spec_number(thresh_) + ",k=" + std::to_string(k_) +
+         ",retention=" + spec_number(retention_) +
          (ratios_file_.empty() ? ",model=" + family_ : ",ratios=" + ratios_file_);
 }
 

@@ -1,5 +1,7 @@
 #include "accel/step_method.h"
 
+#include <cstdio>
+
 #include "accel/easycache.h"
 #include "accel/hsa.h"
 #include "accel/magcache.h"
@@ -33,18 +35,51 @@ std::optional<std::vector<std::array<bool, 2>>> StepMethod::planned_blocks() con
   return std::nullopt;
 }
 
+namespace {
+
+// A call whose blocks were reused costs its embeddings and head: that share of a whole forward.
+double reused_blocks_work(const RunInfo& run) {
+  const int64_t tokens = std::max<int64_t>(run.tokens, 1);
+  const double whole = wan::WanDit::forward_flops(run.dit, tokens);
+  return (whole - wan::WanDit::block_stack_flops(run.dit, tokens)) / whole;
+}
+
+class RecordingBlockHook : public wan::BlockStackHook {
+ public:
+  RecordingBlockHook(StepMethod* owner, BlockDecision decide)
+      : owner_(owner), decide_(std::move(decide)) {}
+  bool run_blocks(const wan::DitSample& s, std::span<const float> e,
+                  std::span<const float> e0) override {
+    const bool run = decide_(static_cast<int>(s.step), s.cfg_branch, e, e0);
+    owner_->record(static_cast<int>(s.step), s.cfg_branch,
+                   run ? CallKind::kFull : CallKind::kBlocksSkipped);
+    return run;
+  }
+
+ private:
+  StepMethod* owner_;
+  BlockDecision decide_;
+};
+
+}  // namespace
+
+std::shared_ptr<wan::BlockStackHook> recording_block_hook(StepMethod* owner, BlockDecision decide) {
+  return std::make_shared<RecordingBlockHook>(owner, std::move(decide));
+}
+
+std::string spec_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
 void StepMethod::record(int step, int branch, CallKind kind, double work) {
   VIDAX_CHECK(step >= 0 && step < run_.steps && (branch == 0 || branch == 1),
               "step method: record of step ", step, " branch ", branch, " outside the run");
-  if (work < 0) {
-    const double tokens = static_cast<double>(std::max<int64_t>(run_.tokens, 1));
-    const double whole = wan::WanDit::forward_flops(run_.dit, static_cast<int64_t>(tokens));
-    const double blocks = wan::WanDit::block_stack_flops(run_.dit, static_cast<int64_t>(tokens));
-    work = kind == CallKind::kFull            ? 1.0
-           : kind == CallKind::kBlocksSkipped ? (whole - blocks) / whole
-           : kind == CallKind::kSkipped       ? 0.0
-                                              : 1.0;
-  }
+  if (work < 0)
+    work = kind == CallKind::kBlocksSkipped ? reused_blocks_work(run_)
+           : kind == CallKind::kSkipped     ? 0.0
+                                            : 1.0;
   calls_[static_cast<size_t>(step)][static_cast<size_t>(branch)] = static_cast<char>(kind);
   work_[static_cast<size_t>(step)][static_cast<size_t>(branch)] = work;
 }
@@ -89,13 +124,9 @@ nlohmann::json StepReport::to_json() const {
 }
 
 double work_fraction(const RunInfo& run, int64_t full_calls, int64_t block_skipped_calls) {
-  const double tokens = static_cast<double>(std::max<int64_t>(run.tokens, 1));
-  const double whole = wan::WanDit::forward_flops(run.dit, static_cast<int64_t>(tokens));
-  const double blocks = wan::WanDit::block_stack_flops(run.dit, static_cast<int64_t>(tokens));
-  const double dense = whole * run.steps * run.branches;
-  return (static_cast<double>(full_calls) * whole +
-          static_cast<double>(block_skipped_calls) * (whole - blocks)) /
-         dense;
+  return (static_cast<double>(full_calls) +
+          static_cast<double>(block_skipped_calls) * reused_blocks_work(run)) /
+         (static_cast<double>(run.steps) * run.branches);
 }
 
 std::string published_family(const std::string& requested, const RunInfo& run) {

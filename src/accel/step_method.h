@@ -13,8 +13,10 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -104,6 +106,15 @@ class StepMethod {
   std::vector<std::array<char, 2>> calls_;   // per step: CallKind per branch (0: not recorded)
   std::vector<std::array<double, 2>> work_;  // per step and branch: share of a whole forward
 };
+
+// A block-stack hook that asks `decide(step, branch, e, e0)` and records the call in `owner`
+// (run: kFull, else kBlocksSkipped): the hook of every method that decides per call.
+using BlockDecision =
+    std::function<bool(int step, int branch, std::span<const float> e, std::span<const float> e0)>;
+std::shared_ptr<wan::BlockStackHook> recording_block_hook(StepMethod* owner, BlockDecision decide);
+
+// A number as specs print it ("%.10g": 0.12, 1e+09).
+std::string spec_number(double v);
 
 // The method names make_step_method knows ("none" first).
 const std::vector<std::string>& step_method_names();

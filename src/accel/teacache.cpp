@@ -46,27 +46,6 @@ float mean_abs_diff(std::span<const float> a, std::span<const float> b) {
   return static_cast<float>(sum / static_cast<double>(a.size()));
 }
 
-class TeaCacheHook : public wan::BlockStackHook {
- public:
-  explicit TeaCacheHook(TeaCache* owner) : owner_(owner) {}
-  bool run_blocks(const wan::DitSample& s, std::span<const float> e,
-                  std::span<const float> e0) override {
-    const bool run = owner_->decide(static_cast<int>(s.step), s.cfg_branch, e, e0);
-    owner_->record(static_cast<int>(s.step), s.cfg_branch,
-                   run ? CallKind::kFull : CallKind::kBlocksSkipped);
-    return run;
-  }
-
- private:
-  TeaCache* owner_;
-};
-
-std::string format_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
-
 }  // namespace
 
 std::optional<std::array<double, 5>> teacache_coefficients(const std::string& family, bool e0) {
@@ -82,15 +61,18 @@ TeaCache::TeaCache(RunInfo run, double thresh, bool e0, std::array<double, 5> co
       e0_(e0),
       coefficients_(coefficients),
       family_(std::move(family)),
-      hook_(std::make_shared<TeaCacheHook>(this)) {}
+      hook_(recording_block_hook(
+          this, [this](int step, int branch, std::span<const float> e, std::span<const float> e0) {
+            return decide(step, branch, e, e0);
+          })) {}
 
 std::string TeaCache::name() const {
-  std::string s = "teacache:thresh=" + format_number(thresh_) + ",mode=" + (e0_ ? "e0" : "e");
+  std::string s = "teacache:thresh=" + spec_number(thresh_) + ",mode=" + (e0_ ? "e0" : "e");
   if (!family_.empty()) return s + ",model=" + family_;
   s += ",coeffs=";
   for (size_t i = 0; i < coefficients_.size(); ++i) {
     if (i > 0) s += '/';
-    s += format_number(coefficients_[i]);
+    s += spec_number(coefficients_[i]);
   }
   return s;
 }

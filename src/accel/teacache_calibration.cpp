@@ -23,22 +23,21 @@ double rel_l1(std::span<const float> a, std::span<const float> b) {
   return den > 0 ? num / den : 0.0;
 }
 
-class TeaCacheCalibration : public StepMethod, public wan::BlockStackHook {
+// A dense run: the hook keeps each call's modulated input, observe() pairs it with the output.
+class TeaCacheCalibration : public StepMethod {
  public:
   TeaCacheCalibration(RunInfo run, bool e0, std::shared_ptr<TeaCachePairs> pairs)
-      : StepMethod(std::move(run)), e0_(e0), pairs_(std::move(pairs)) {}
+      : StepMethod(std::move(run)), e0_(e0), pairs_(std::move(pairs)) {
+    hook_ = recording_block_hook(
+        this, [this](int, int branch, std::span<const float> e, std::span<const float> e0) {
+          const std::span<const float> m = e0_ ? e0 : e;
+          input_[static_cast<size_t>(branch == 1 ? 1 : 0)].assign(m.begin(), m.end());
+          return true;
+        });
+  }
   std::string name() const override { return "teacache-calibration"; }
-  std::shared_ptr<wan::BlockStackHook> block_hook() override {
-    return std::shared_ptr<wan::BlockStackHook>(std::shared_ptr<void>(), this);  // not owned
-  }
-  bool run_blocks(const wan::DitSample& s, std::span<const float> e,
-                  std::span<const float> e0) override {
-    input_[static_cast<size_t>(s.cfg_branch == 1 ? 1 : 0)].assign((e0_ ? e0 : e).begin(),
-                                                                  (e0_ ? e0 : e).end());
-    return true;
-  }
-  void observe(int step, int branch, const Tensor&, const Tensor& out_in) override {
-    record(step, branch, CallKind::kFull);
+  std::shared_ptr<wan::BlockStackHook> block_hook() override { return hook_; }
+  void observe(int, int branch, const Tensor&, const Tensor& out_in) override {
     const size_t b = static_cast<size_t>(branch);
     const Tensor out = out_in.contiguous();
     const std::span<const float> o(out.data<float>(), static_cast<size_t>(out.numel()));
@@ -53,6 +52,7 @@ class TeaCacheCalibration : public StepMethod, public wan::BlockStackHook {
  private:
   bool e0_;
   std::shared_ptr<TeaCachePairs> pairs_;
+  std::shared_ptr<wan::BlockStackHook> hook_;
   std::array<std::vector<float>, 2> input_, previous_in_, previous_out_;
 };
 

@@ -7,9 +7,8 @@
 
 #include "accel/hsa.h"
 #include "accel/step_method.h"
+#include "accel/tiny_loop.h"
 #include "core/error.h"
-#include "io/safetensors.h"
-#include "models/wan/dit_checkpoint.h"
 #include "nn/patchify.h"
 #include "pipeline/denoise.h"
 #include "sampling/scheduler.h"
@@ -129,24 +128,6 @@ TEST(Hsa, SpecsAndRefusals) {
   EXPECT_NE(message("hsa:sync=0.4/2", run).find("sync"), std::string::npos);
 }
 
-// The tiny DiT and the CFG loop inputs of the shared fixtures, with the Euler sampler.
-struct TinyLoop {
-  std::unique_ptr<wan::WanDit> dit;
-  SafetensorsFile io;
-};
-
-TinyLoop& tiny() {
-  static TinyLoop* loop = [] {
-    const auto ck = wan::DitCheckpoint::open(std::string(VIDAX_FIXTURES_DIR) +
-                                             "/wan/dit_t2v_tiny.weights.safetensors");
-    return new TinyLoop{
-        std::make_unique<wan::WanDit>(ck.config(), ck.loader(), wan::Precision::kFP32),
-        SafetensorsFile::open(std::string(VIDAX_FIXTURES_DIR) +
-                              "/wan/cfg_loop_tiny.io.safetensors")};
-  }();
-  return *loop;
-}
-
 Tensor difference(const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::zeros(a.shape());
   for (int64_t i = 0; i < a.numel(); ++i)
@@ -155,27 +136,10 @@ Tensor difference(const Tensor& a, const Tensor& b) {
 }
 
 std::vector<Tensor> euler_loop(StepMethod* method, int steps) {
-  TinyLoop& l = tiny();
-  DenoiseOptions opt;
-  opt.sampler = "euler";
-  opt.steps = steps;
-  opt.accel = method;
-  std::vector<Tensor> latents;
-  denoise(*l.dit, l.io.tensor("noise"), l.io.tensor("context"), l.io.tensor("context_null"),
-          l.io.tensor("seq_len").data<int64_t>()[0], opt,
-          [&](const DenoiseStep& s) { latents.push_back(s.latent.clone()); });
-  return latents;
+  return tiny::tiny_loop_latents(method, steps, "euler");
 }
 
-RunInfo tiny_dit_run(int steps) {
-  RunInfo r;
-  r.dit = tiny().dit->config();
-  r.steps = steps;
-  r.branches = 2;
-  r.tokens = 3 * 2 * 3;  // latent [16, 3, 4, 6]
-  r.sampler = "euler";
-  return r;
-}
+RunInfo tiny_dit_run(int steps) { return tiny::tiny_run_info(steps, "euler"); }
 
 TEST(Hsa, BudgetOneIsTheDenseEulerLoopBitForBit) {
   VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");

@@ -7,10 +7,8 @@
 
 #include "accel/magcache.h"
 #include "accel/magcache_calibration.h"
+#include "accel/tiny_loop.h"
 #include "core/error.h"
-#include "io/safetensors.h"
-#include "models/wan/dit_checkpoint.h"
-#include "pipeline/denoise.h"
 #include "support/test_support.h"
 
 namespace vidax::accel {
@@ -40,27 +38,13 @@ TEST(MagCacheCalibration, TableAveragesRunsRoundsAndLeadsWithOnes) {
 
 TEST(MagCacheCalibration, ADenseRunRecordsEveryCallAndChangesNothing) {
   VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
-  const auto ck = wan::DitCheckpoint::open(weights);
-  wan::WanDit dit(ck.config(), ck.loader(), wan::Precision::kFP32);
-  const auto io =
-      SafetensorsFile::open(std::string(VIDAX_FIXTURES_DIR) + "/wan/cfg_loop_tiny.io.safetensors");
-  DenoiseOptions opt;
-  opt.steps = 6;
-  auto run = [&](StepMethod* m) {
-    opt.accel = m;
-    return denoise(dit, io.tensor("noise"), io.tensor("context"), io.tensor("context_null"),
-                   io.tensor("seq_len").data<int64_t>()[0], opt);
-  };
-  const Tensor dense = run(nullptr);
-  RunInfo info;
-  info.dit = dit.config();
-  info.steps = 6;
-  info.tokens = 18;
+  const Tensor dense = tiny::tiny_loop_latents(nullptr, 6).back();
+  const RunInfo info = tiny::tiny_run_info(6);
   auto acc = std::make_shared<MagRatioAccumulator>(6);
   Tensor calibrated;
   {
     auto method = make_magcache_calibration(info, acc);
-    calibrated = run(method.get());
+    calibrated = tiny::tiny_loop_latents(method.get(), 6).back();
     EXPECT_EQ(method->report().schedule_cond, "CCCCCC");
   }
   EXPECT_TRUE(vidax::testing::all_close(calibrated, dense, 0, 0, "calibration run"));

@@ -9,9 +9,8 @@
 #include "accel/magcache.h"
 #include "accel/step_method.h"
 #include "accel/teacache.h"
+#include "accel/tiny_loop.h"
 #include "io/safetensors.h"
-#include "models/wan/dit_checkpoint.h"
-#include "pipeline/denoise.h"
 #include "support/test_support.h"
 
 namespace vidax::accel {
@@ -25,46 +24,11 @@ const SafetensorsFile& reference() {
   return f;
 }
 
-struct Loop {
-  std::unique_ptr<wan::WanDit> dit;
-  SafetensorsFile io;
-};
+RunInfo run_info(int steps) { return tiny::tiny_run_info(steps); }
 
-Loop& tiny_loop() {
-  static Loop* loop = [] {
-    const auto ck = wan::DitCheckpoint::open(std::string(VIDAX_FIXTURES_DIR) +
-                                             "/wan/dit_t2v_tiny.weights.safetensors");
-    ck.require_loadable();
-    return new Loop{std::make_unique<wan::WanDit>(ck.config(), ck.loader(), wan::Precision::kFP32),
-                    SafetensorsFile::open(std::string(VIDAX_FIXTURES_DIR) +
-                                          "/wan/cfg_loop_tiny.io.safetensors")};
-  }();
-  return *loop;
-}
-
-RunInfo run_info(int steps) {
-  RunInfo r;
-  r.dit = tiny_loop().dit->config();
-  r.steps = steps;
-  r.branches = 2;
-  r.tokens = 3 * 2 * 3;  // latent [16, 3, 4, 6], patch (1, 2, 2)
-  return r;
-}
-
-// Runs the text2video loop with `method` (null: dense); returns the latent after every step.
+// The text2video loop with `method` (null: dense): the latent after every step.
 std::vector<Tensor> run_loop(StepMethod* method, int steps) {
-  Loop& l = tiny_loop();
-  DenoiseOptions opt;
-  opt.sampler = "unipc";
-  opt.steps = steps;
-  opt.shift = 5.0;
-  opt.guide_scale = 5.0;
-  opt.accel = method;
-  std::vector<Tensor> latents;
-  denoise(*l.dit, l.io.tensor("noise"), l.io.tensor("context"), l.io.tensor("context_null"),
-          l.io.tensor("seq_len").data<int64_t>()[0], opt,
-          [&](const DenoiseStep& s) { latents.push_back(s.latent.clone()); });
-  return latents;
+  return tiny::tiny_loop_latents(method, steps);
 }
 
 // "1" / "0" per call (cond, uncond interleaved) from the report, as the reference stores it.

@@ -9,10 +9,8 @@
 #include "accel/step_method.h"
 #include "accel/teacache.h"
 #include "accel/teacache_calibration.h"
+#include "accel/tiny_loop.h"
 #include "core/error.h"
-#include "io/safetensors.h"
-#include "models/wan/dit_checkpoint.h"
-#include "pipeline/denoise.h"
 #include "support/test_support.h"
 
 namespace vidax::accel {
@@ -45,25 +43,12 @@ TEST(TeaCacheCalibration, PolyfitRecoversAPolynomial) {
 
 TEST(TeaCacheCalibration, ARunRecordsPairsChangesNothingAndFeedsTheMethod) {
   VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
-  const auto ck = wan::DitCheckpoint::open(weights);
-  wan::WanDit dit(ck.config(), ck.loader(), wan::Precision::kFP32);
-  const auto io =
-      SafetensorsFile::open(std::string(VIDAX_FIXTURES_DIR) + "/wan/cfg_loop_tiny.io.safetensors");
-  DenoiseOptions opt;
-  opt.steps = 8;
-  auto run = [&](StepMethod* m) {
-    opt.accel = m;
-    return denoise(dit, io.tensor("noise"), io.tensor("context"), io.tensor("context_null"),
-                   io.tensor("seq_len").data<int64_t>()[0], opt);
-  };
-  const Tensor dense = run(nullptr);
-  RunInfo info;
-  info.dit = dit.config();
-  info.steps = 8;
-  info.tokens = 18;
+  const Tensor dense = tiny::tiny_loop_latents(nullptr, 8).back();
+  const RunInfo info = tiny::tiny_run_info(8);
   auto pairs = std::make_shared<TeaCachePairs>();
   auto method = make_teacache_calibration(info, false, pairs);
-  EXPECT_TRUE(vidax::testing::all_close(run(method.get()), dense, 0, 0, "calibration run"));
+  EXPECT_TRUE(vidax::testing::all_close(tiny::tiny_loop_latents(method.get(), 8).back(), dense, 0,
+                                        0, "calibration run"));
   ASSERT_EQ(pairs->x.size(), 14u);  // 7 consecutive pairs per branch
   for (size_t i = 0; i < pairs->x.size(); ++i) {
     EXPECT_GT(pairs->x[i], 0.0);

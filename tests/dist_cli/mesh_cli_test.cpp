@@ -157,16 +157,22 @@ TEST(MeshCli, Bf16UlyssesEqualsOneProcess) {
             1e-6);
 }
 
-TEST(MeshCli, RunDenoiseWithCfgUlyssesAndRingEqualsOneProcess) {
-  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
-  VIDAX_REQUIRE_FIXTURE(io_path, "cfg_loop_tiny.io.safetensors");
-  TempDir dir;
-  auto io = SafetensorsFile::open(io_path);
+// run denoise's input from the CFG-loop fixture (noise, both contexts, seq_len), in `dir`.
+std::string write_denoise_input(const SafetensorsFile& io, const TempDir& dir) {
   const std::string in = dir.file("in.safetensors");
   write_safetensors(in, {{"noise", io.tensor("noise")},
                          {"context", io.tensor("context")},
                          {"context_null", io.tensor("context_null")},
                          {"seq_len", io.tensor("seq_len")}});
+  return in;
+}
+
+TEST(MeshCli, RunDenoiseWithCfgUlyssesAndRingEqualsOneProcess) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(io_path, "cfg_loop_tiny.io.safetensors");
+  TempDir dir;
+  auto io = SafetensorsFile::open(io_path);
+  const std::string in = write_denoise_input(io, dir);
   const std::string common = "run denoise --steps 4 --shift 5 --guide-scale 5 --weights " +
                              weights + " --in " + in + " --out ";
   const Result one = run_one(common + dir.file("one.safetensors"));
@@ -196,11 +202,7 @@ TEST(MeshCli, RunDenoiseWithStepMethodsEqualsOneProcess) {
   VIDAX_REQUIRE_FIXTURE(io_path, "cfg_loop_tiny.io.safetensors");
   TempDir dir;
   auto io = SafetensorsFile::open(io_path);
-  const std::string in = dir.file("in.safetensors");
-  write_safetensors(in, {{"noise", io.tensor("noise")},
-                         {"context", io.tensor("context")},
-                         {"context_null", io.tensor("context_null")},
-                         {"seq_len", io.tensor("seq_len")}});
+  const std::string in = write_denoise_input(io, dir);
   for (const std::string spec :
        {"teacache:thresh=2,coeffs=0/0/0/1/0", "magcache:thresh=0.5,k=4,model=t2v-1.3b",
         "easycache:thresh=1,ret=2", "hsa:budget=0.5,warmup=2"}) {
