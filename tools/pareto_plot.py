@@ -54,7 +54,8 @@ def main():
         if len(line) > 1:
             d.line([xy(p[1], p[2]) for p in line], fill=colour, width=2)
     colours = {"magcache": (200, 40, 40), "easycache": (40, 120, 200), "hsa": (40, 160, 60),
-               "svg": (150, 60, 180), "steps": (80, 80, 80), "euler": (180, 140, 60)}
+               "svg": (150, 60, 180), "teacache": (230, 120, 0), "dvg": (0, 150, 150),
+               "kaleido": (140, 90, 40), "steps": (80, 80, 80), "euler": (180, 140, 60)}
     for name, work, psnr in points:
         colour = next((c for k, c in colours.items() if k in name), (0, 0, 0))
         x, y = xy(work, psnr)

@@ -4,15 +4,18 @@
 # 256x256x17 for vidax-tiny) on the suite, next to plain step reduction at about the same work
 # (steps=10 and 5), sparse attention alone and combined. MagCache uses a table calibrated on this
 # model first (`vidax calibrate --method magcache` on synthetic captions from seed 8,000,000, never
-# the suite's); TeaCache is not in the sweep yet (`vidax calibrate --method teacache` now fits its
-# polynomial; a row with teacache:table=FILE is the next addition).
+# the suite's); TeaCache uses its polynomial fitted the same way (`vidax calibrate --method
+# teacache`). DVG and Kaleido rows follow (Kaleido runs its emulation at fp32: its work fraction is
+# what the AMX delta path would do, its wall clock is not a saving).
 # HSA needs the Euler sampler: its rows come with dense Euler and Euler step reduction. One markdown
 # row per configuration on stdout (work fraction from the run, denoising seconds per clip and
 # their fraction of the dense run's); every JSON report goes to OUT/, and OUT/points.tsv feeds
 # tools/pareto_plot.py. Configurations run two at a time, one thread each.
 #
 # usage: tools/step_methods_sweep.sh [--vidax build/release/vidax] [--model DIR] [--out DIR]
-#          [--suite default|ci] [--calib-synth 8]
+#          [--suite default|ci] [--calib-synth 8] [--skip-existing]
+# --skip-existing keeps the reports already in OUT (configuration i's report is OUT/i.json; new
+# configurations are appended at the end, so an older OUT keeps its numbering).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VIDAX=build/release/vidax
@@ -20,6 +23,7 @@ MODEL=models/vidax-tiny
 OUT=$(mktemp -d /tmp/vidax-steps.XXXXXX)
 SUITE=default
 CALIB_SYNTH=8
+SKIP_EXISTING=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --vidax) VIDAX=$2; shift 2 ;;
@@ -27,6 +31,7 @@ while [[ $# -gt 0 ]]; do
     --out) OUT=$2; shift 2 ;;
     --suite) SUITE=$2; shift 2 ;;
     --calib-synth) CALIB_SYNTH=$2; shift 2 ;;
+    --skip-existing) SKIP_EXISTING=1; shift ;;
     *) echo "step_methods_sweep.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -39,6 +44,15 @@ TABLE=$OUT/magcache.json
 echo "calibrating MagCache: $CALIB_SYNTH synthetic captions -> $TABLE" >&2
 "$VIDAX" --threads 2 calibrate --method magcache --model "$MODEL" --synth "$CALIB_SYNTH" \
   --size 256x256 --frames 17 --steps 20 --precision fp32 "${NEG[@]}" -o "$TABLE" > /dev/null
+
+TEA=$OUT/teacache.json
+echo "calibrating TeaCache: $CALIB_SYNTH synthetic captions -> $TEA" >&2
+"$VIDAX" --threads 2 calibrate --method teacache --model "$MODEL" --synth "$CALIB_SYNTH" \
+  --size 256x256 --frames 17 --steps 20 --precision fp32 "${NEG[@]}" -o "$TEA" > /dev/null
+# Thresholds that skip about half and three quarters of the calls with this fit on vidax-tiny
+# (TeaCache's e-mode decisions depend only on the timesteps, so they hold for every prompt).
+TEA_HALF=${TEA_HALF:-0.1}
+TEA_QUARTER=${TEA_QUARTER:-0.3}
 
 # name|--config
 CONFIGS=(
@@ -56,12 +70,23 @@ CONFIGS=(
   "hsa 0.12 (euler)|sampler=euler,accel=hsa:budget=0.12,warmup=2,sync=none"
   "svg 0.3|attention=svg:density=0.3,block=64"
   "magcache ~50% + svg 0.3|accel=magcache:ratios=$TABLE,thresh=0.06,k=2,attention=svg:density=0.3,block=64"
+  "teacache ~50%|accel=teacache:table=$TEA,thresh=$TEA_HALF"
+  "teacache ~25%|accel=teacache:table=$TEA,thresh=$TEA_QUARTER"
+  "dvg joint 0.5|accel=dvg:mode=joint,switch=0.5"
+  "dvg joint 0.8|accel=dvg:mode=joint,switch=0.8"
+  "dvg auto|accel=dvg"
+  "kaleido 1|accel=kaleido:thresh=1"
+  "kaleido 4|accel=kaleido:thresh=4"
+  "steps=11|steps=11"
+  "kaleido 0.2|accel=kaleido:thresh=0.2"
 )
 
-"${EVAL[@]}" > "$OUT/0.json"  # the reference clips go to the cache first
+# The reference clips go to the cache first.
+[[ $SKIP_EXISTING == 1 && -s $OUT/0.json ]] || "${EVAL[@]}" > "$OUT/0.json"
 # A configuration that fails leaves its report empty and the row says so; the others go on.
 run_one() {
   local i=$1 spec=$2
+  if [[ $SKIP_EXISTING == 1 && -s $OUT/$i.json ]]; then return; fi
   "${EVAL[@]}" --config "$spec" > "$OUT/$i.json" 2> "$OUT/$i.err" || true
 }
 pids=()

@@ -2,8 +2,10 @@
 
 #include <cstdio>
 
+#include "accel/dvg.h"
 #include "accel/easycache.h"
 #include "accel/hsa.h"
+#include "accel/kaleido.h"
 #include "accel/magcache.h"
 #include "accel/teacache.h"
 #include "core/error.h"
@@ -33,6 +35,31 @@ void StepMethod::observe(int, int, const Tensor&, const Tensor&) {}
 
 std::optional<std::vector<std::array<bool, 2>>> StepMethod::planned_blocks() const {
   return std::nullopt;
+}
+
+std::optional<StageSwitch> StepMethod::stage_after(int, const Tensor&, const Tensor&, float) {
+  return std::nullopt;
+}
+
+std::optional<StepReport> StepMethod::planned_report() const {
+  const auto planned = planned_blocks();
+  if (!planned) return std::nullopt;
+  StepReport r;
+  r.spec = name();
+  int64_t full = 0, skipped = 0;
+  for (const auto& step : *planned) {
+    for (int b = 0; b < run_.branches; ++b) {
+      const bool runs = step[static_cast<size_t>(b)];
+      (b == 0 ? r.schedule_cond : r.schedule_uncond)
+          .push_back(static_cast<char>(runs ? CallKind::kFull : CallKind::kBlocksSkipped));
+      (runs ? full : skipped) += 1;
+    }
+  }
+  r.dense_calls = static_cast<int64_t>(run_.steps) * run_.branches;
+  r.model_calls = full + skipped;
+  r.block_stack_runs = full;
+  r.work_fraction = work_fraction(run_, full, skipped);
+  return r;
 }
 
 namespace {
@@ -102,7 +129,8 @@ StepReport StepMethod::report() const {
       (b == 0 ? r.schedule_cond : r.schedule_uncond).push_back(c == 0 ? '?' : c);
       calls += c != 0 && c != static_cast<char>(CallKind::kSkipped);
       stack_runs +=
-          c == static_cast<char>(CallKind::kFull) || c == static_cast<char>(CallKind::kPartial);
+          c == static_cast<char>(CallKind::kFull) || c == static_cast<char>(CallKind::kPartial) ||
+          c == static_cast<char>(CallKind::kReduced) || c == static_cast<char>(CallKind::kReused);
       work += work_[s][static_cast<size_t>(b)];
     }
   }
@@ -110,17 +138,20 @@ StepReport StepMethod::report() const {
   r.model_calls = calls;
   r.block_stack_runs = stack_runs;
   r.work_fraction = work / static_cast<double>(r.dense_calls);
+  r.details = details();
   return r;
 }
 
 nlohmann::json StepReport::to_json() const {
-  return {{"spec", spec},
-          {"dense_calls", dense_calls},
-          {"model_calls", model_calls},
-          {"block_stack_runs", block_stack_runs},
-          {"work_fraction", work_fraction},
-          {"schedule_cond", schedule_cond},
-          {"schedule_uncond", schedule_uncond}};
+  nlohmann::json j = {{"spec", spec},
+                      {"dense_calls", dense_calls},
+                      {"model_calls", model_calls},
+                      {"block_stack_runs", block_stack_runs},
+                      {"work_fraction", work_fraction},
+                      {"schedule_cond", schedule_cond},
+                      {"schedule_uncond", schedule_uncond}};
+  if (!details.is_null()) j["details"] = details;
+  return j;
 }
 
 double work_fraction(const RunInfo& run, int64_t full_calls, int64_t block_skipped_calls) {
@@ -144,7 +175,7 @@ std::string published_family(const std::string& requested, const RunInfo& run) {
 
 const std::vector<std::string>& step_method_names() {
   static const std::vector<std::string> names = {"none", "teacache", "magcache", "easycache",
-                                                 "hsa"};
+                                                 "hsa",  "dvg",      "kaleido"};
   return names;
 }
 
@@ -160,8 +191,10 @@ std::unique_ptr<StepMethod> make_step_method(const std::string& spec, const RunI
   if (name == "magcache") return make_magcache(options, run);
   if (name == "easycache") return make_easycache(options, run);
   if (name == "hsa") return make_hsa(options, run);
+  if (name == "dvg") return make_dvg(options, run);
+  if (name == "kaleido") return make_kaleido(options, run);
   throw_input_error("--accel: unknown method '", name,
-                    "' (expected none, teacache, magcache, easycache or hsa; see "
+                    "' (expected none, teacache, magcache, easycache, hsa, dvg or kaleido; see "
                     "docs/step-methods.md)");
 }
 

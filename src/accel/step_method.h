@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accel/stage_switch.h"
 #include "core/tensor.h"
 #include "models/wan/dit.h"
 
@@ -29,14 +30,27 @@ namespace vidax::accel {
 
 // What a step method knows of the run when it is made.
 struct RunInfo {
-  wan::DitConfig dit;             // the model (the first expert of two)
-  int steps = 50;                 // scheduler steps
-  int branches = 2;               // model calls per dense step: 2 with guidance, 1 without
-  int64_t width = 0, height = 0;  // the video (chooses the I2V 480P / 720P tables)
-  int64_t tokens = 0;             // patch tokens per call (for the work fraction)
-  std::string sampler = "unipc";  // the scheduler (HSA's cached update needs euler)
-  int sequence_parallel = 1;      // ring x ulysses ranks, and tp ranks, of the mesh: token-subset
-  int tensor_parallel = 1;        // forwards (HSA) run in one process or under cfg only
+  wan::DitConfig dit;              // the model (the first expert of two)
+  int steps = 50;                  // scheduler steps
+  int branches = 2;                // model calls per dense step: 2 with guidance, 1 without
+  int64_t width = 0, height = 0;   // the video (chooses the I2V 480P / 720P tables)
+  int64_t tokens = 0;              // patch tokens per call (for the work fraction)
+  std::string sampler = "unipc";   // the scheduler (HSA's cached update needs euler)
+  int sequence_parallel = 1;       // ring x ulysses ranks, and tp ranks, of the mesh: token-subset
+  int tensor_parallel = 1;         // forwards (HSA) run in one process or under cfg only
+  int cfg_parallel = 1;            // cfg ranks of the mesh
+  LatentGrid latent{0, 0, 0};      // the full latent grid (F, H, W); 0: unknown
+  uint64_t seed = 0;               // the run's noise seed (DVG draws its re-noise from it)
+  bool image_conditioned = false;  // image-to-video (y or a replaced first frame)
+};
+
+// A change of the latent grid after a step (progressive resolution, accel/dvg.h): the loop takes
+// the step's data prediction, resizes it to `grid`, restarts the sampler at the next step (with
+// `shift` when > 0) and re-noises it with `noise` to that step's sigma (accel/stage_switch.h).
+struct StageSwitch {
+  LatentGrid grid{0, 0, 0};
+  double shift = 0;  // 0: unchanged
+  Tensor noise;      // [C, grid...] F32, fresh
 };
 
 // What ran for one branch of one step.
@@ -45,6 +59,8 @@ enum class CallKind : char {
   kBlocksSkipped = 'b',  // the model ran its embeddings and head; the blocks were reused
   kSkipped = '.',        // no model call: the output came from the method
   kPartial = 'p',        // the model ran on a subset of the tokens (HSA)
+  kReduced = 'r',        // the model ran on a reduced latent grid (DVG)
+  kReused = 'k',         // the model ran, reusing part of its linears' products (Kaleido)
 };
 
 // The run as the loop recorded it.
@@ -54,6 +70,7 @@ struct StepReport {
   double work_fraction = 1;  // share of the dense run's DiT FLOPs that were done
   // One character per step (CallKind) for the conditional and unconditional branch.
   std::string schedule_cond, schedule_uncond;
+  nlohmann::json details;  // method-specific (DVG: stages and its choice); null when none
   nlohmann::json to_json() const;
 };
 
@@ -64,6 +81,8 @@ class StepMethod {
 
   // The block-stack hook to install on the DiT (null: the blocks always run).
   virtual std::shared_ptr<wan::BlockStackHook> block_hook() { return nullptr; }
+  // The block-linear hook to install on the DiT (null: the linears run as usual).
+  virtual std::shared_ptr<wan::LinearHook> linear_hook() { return nullptr; }
 
   // Call hook, before the model calls of `step` on latent x [C, F, H, W]: true replaces every
   // branch's call by output(); the decision must be the same on every rank of a mesh.
@@ -87,6 +106,28 @@ class StepMethod {
   // When the whole schedule is known before running (MagCache): per step, per branch (cond,
   // uncond), whether the block stack runs. nullopt: decided at run time.
   virtual std::optional<std::vector<std::array<bool, 2>>> planned_blocks() const;
+  // The whole run's report as planned, when it is known before running (by default from
+  // planned_blocks()); what `--dry-run` prints.
+  virtual std::optional<StepReport> planned_report() const;
+
+  // Progressive resolution: the latent the loop starts from, given the run's noise [C, F, H, W]
+  // (the noise itself: no change; or noise on a smaller grid), and after `step` (its
+  // CFG-combined prediction of latent x at noise level sigma) a switch to another grid, or
+  // nullopt. The run must end on the full grid. Decisions must be the same on every rank (they
+  // see the same latent and prediction).
+  virtual Tensor start_latent(const Tensor& noise) { return noise; }
+  virtual std::optional<StageSwitch> stage_after(int step, const Tensor& x,
+                                                 const Tensor& prediction, float sigma);
+
+  // Bytes the method keeps during the denoise phase beyond the model's own (for plans); bf16:
+  // the model computes in bf16.
+  virtual double state_bytes(bool bf16) const {
+    (void)bf16;
+    return 0;
+  }
+
+  // Method-specific facts for the report (StepReport::details).
+  virtual nlohmann::json details() const { return nullptr; }
 
   // Bookkeeping, filled by the loop and the hooks.
   // `work`: the call's share of a whole forward's FLOPs (negative: the kind's own, 1 for a run,
@@ -119,7 +160,8 @@ std::string spec_number(double v);
 // The method names make_step_method knows ("none" first).
 const std::vector<std::string>& step_method_names();
 
-// `spec`: "none" (nullptr), "teacache[:...]", "magcache[:...]", "easycache[:...]"
+// `spec`: "none" (nullptr), "teacache[:...]", "magcache[:...]", "easycache[:...]", "hsa[:...]",
+// "dvg[:...]", "kaleido[:...]"
 // (docs/step-methods.md lists the options). InputError naming --accel and the option on a bad
 // spec or when the method has no published table for this model and none was given.
 std::unique_ptr<StepMethod> make_step_method(const std::string& spec, const RunInfo& run);

@@ -168,6 +168,7 @@ json report_json(const EvalReport& r) {
       j["work_fraction"] = c.work_fraction;
       j["model_calls"] = c.model_calls;
       j["block_stack_runs"] = c.block_stack_runs;
+      if (!c.accel_details.is_null()) j["accel_details"] = c.accel_details;
       j["reference_denoise_seconds"] = number_or_null(c.reference_denoise_seconds);
     }
     clips.push_back(std::move(j));

@@ -171,6 +171,7 @@ EvalReport run_eval(const EvalRequest& rq) {
         c.work_fraction = g.result.accel->work_fraction;
         c.model_calls = g.result.accel->model_calls;
         c.block_stack_runs = g.result.accel->block_stack_runs;
+        c.accel_details = g.result.accel->details;
       } else {
         c.model_calls = c.block_stack_runs = 2 * rq.config.steps;
       }

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "eval/config_spec.h"
 #include "eval/suite.h"
 #include "pipeline/model_files.h"
@@ -60,6 +62,7 @@ struct ClipResult {
   // wall-clock fraction; nullopt when it came from the cache or is this configuration).
   double work_fraction = 1;
   int64_t model_calls = 0, block_stack_runs = 0;
+  nlohmann::json accel_details;  // the step method's own facts (StepReport::details), or null
   std::optional<double> reference_denoise_seconds;
   // With EvalRequest::attention_metrics and a sparse configuration: one record per
   // self-attention call (layer, step, CFG branch, density, relative L2 error, recall).

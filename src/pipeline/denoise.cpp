@@ -76,8 +76,17 @@ Tensor denoise_loop(const std::function<StepModel(int64_t)>& model_for, const Te
   Tensor latent = noise.to(DType::kF32);
   const bool ti2v = cond.first_frame.defined();
   if (ti2v) replace_first_latent_frame(latent, cond.first_frame);
-  const auto& timesteps = scheduler->timesteps();
   accel::StepMethod* method = options.accel;
+  // Progressive resolution: the method may start on a smaller grid.
+  const accel::LatentGrid full_grid = accel::grid_of(latent);
+  if (method != nullptr) {
+    Tensor start = method->start_latent(latent);
+    if (accel::grid_of(start) != full_grid && (ti2v || cond.y.defined()))
+      throw_input_error("--accel ", method->name(),
+                        ": progressive resolution runs text-to-video only (the image "
+                        "conditioning is on the full grid)");
+    latent = std::move(start);
+  }
   const int branches = context_null.defined() ? 2 : 1;
   if (method != nullptr)
     VIDAX_CHECK(method->run().steps == scheduler->steps() && method->run().branches == branches,
@@ -87,11 +96,12 @@ Tensor denoise_loop(const std::function<StepModel(int64_t)>& model_for, const Te
   int hooked_expert = -1;         // and which expert it is (a new expert may reuse the address)
   for (int i = 0; i < scheduler->steps(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    const int64_t t = timesteps[static_cast<size_t>(i)];
+    const int64_t t = scheduler->timesteps()[static_cast<size_t>(i)];
     const StepModel m = model_for(t);
     if (method != nullptr && m.expert != hooked_expert) {
       if (hooked != nullptr) method->on_model_change();
       m.model->set_block_hook(method->block_hook());
+      m.model->set_linear_hook(method->linear_hook());
       if (method->needs_kv_store()) m.model->set_kv_store(true);
       hooked = m.model;
       hooked_expert = m.expert;
@@ -131,13 +141,31 @@ Tensor denoise_loop(const std::function<StepModel(int64_t)>& model_for, const Te
     }
     Tensor pred = branches == 2 ? classifier_free_guidance(out[0], out[1], m.guide_scale) : out[0];
     if (method != nullptr) method->complete_prediction(i, pred);
-    latent = scheduler->step(pred, latent);
+    const float sigma = scheduler->sigmas()[static_cast<size_t>(i)];
+    const auto stage =
+        method != nullptr ? method->stage_after(i, latent, pred, sigma) : std::nullopt;
+    if (stage) {
+      // A stage switch: x0 of this step on the next grid, the sampler restarted at the next
+      // step (with its new shift) and x0 re-noised to that step's sigma.
+      VIDAX_CHECK(i + 1 < scheduler->steps(), method->name(), ": stage switch after the last step");
+      const Tensor x0 = accel::data_prediction(latent, pred, sigma);
+      if (stage->shift > 0)
+        scheduler = make_scheduler(options.sampler, options.steps, stage->shift);
+      scheduler->restart_at(i + 1);
+      latent = accel::renoise(accel::resize_latent(x0, stage->grid), stage->noise,
+                              scheduler->sigmas()[static_cast<size_t>(i + 1)]);
+    } else {
+      latent = scheduler->step(pred, latent);
+    }
     if (ti2v) replace_first_latent_frame(latent, cond.first_frame);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (on_step) on_step({i, t, dt, latent, m.expert, m.guide_scale});
   }
+  VIDAX_CHECK(accel::grid_of(latent) == full_grid, "step method ",
+              method != nullptr ? method->name() : "", " ended the run on a reduced grid");
   if (hooked != nullptr) {
     hooked->set_block_hook(nullptr);
+    hooked->set_linear_hook(nullptr);
     if (method->needs_kv_store()) hooked->set_kv_store(false);
   }
   return latent;

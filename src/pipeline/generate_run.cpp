@@ -282,9 +282,10 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
       const Tensor noise =
           torch_randn(items[i].seed, Shape{g.channels, g.frames, g.height, g.width});
       // A fresh step method per video (its caches describe one trajectory).
+      accel::RunInfo run = plan.accel_run;
+      run.seed = items[i].seed;
       const std::unique_ptr<accel::StepMethod> method =
-          o.accel_factory ? o.accel_factory(plan.accel_run)
-                          : accel::make_step_method(o.accel, plan.accel_run);
+          o.accel_factory ? o.accel_factory(run) : accel::make_step_method(o.accel, run);
       DenoiseOptions denoise_options = plan.denoise;
       denoise_options.accel = method.get();
       double step_seconds = 0;

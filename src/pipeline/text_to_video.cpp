@@ -205,9 +205,13 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   plan.accel_run.height = plan.video.height;
   plan.accel_run.tokens = plan.latent.tokens;
   plan.accel_run.sampler = plan.denoise.sampler;
+  plan.accel_run.latent = {plan.latent.frames, plan.latent.height, plan.latent.width};
+  plan.accel_run.seed = o.seed;
+  plan.accel_run.image_conditioned = !o.image.empty();
   if (o.ctx.mesh != nullptr) {
     plan.accel_run.sequence_parallel = o.ctx.mesh->spec().ring * o.ctx.mesh->spec().ulysses;
     plan.accel_run.tensor_parallel = o.ctx.mesh->spec().tp;
+    plan.accel_run.cfg_parallel = o.ctx.mesh->spec().cfg;
   }
   // What the step method keeps during the denoise phase: the block-stack residual ([tokens, dim]
   // f32 per CFG branch) or the key/value store (every layer's k and v for every token, per
@@ -220,27 +224,11 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
     const double tokens = static_cast<double>(plan.latent.tokens),
                  dim = static_cast<double>(dc.dim);
     if (method->block_hook()) accel_bytes += 2 * tokens * dim * 4;
+    accel_bytes += method->state_bytes(o.precision == wan::Precision::kBF16);
     if (method->needs_kv_store())
       accel_bytes += 2 * static_cast<double>(dc.num_layers) * tokens * 2 * dim *
                      (o.precision == wan::Precision::kBF16 ? 2.0 : 4.0);
-    if (const auto planned = method->planned_blocks()) {
-      accel::StepReport r;
-      r.spec = plan.accel_spec;
-      int64_t full = 0, skipped = 0;
-      for (const auto& step : *planned) {
-        for (size_t b = 0; b < 2; ++b) {
-          (b == 0 ? r.schedule_cond : r.schedule_uncond)
-              .push_back(static_cast<char>(step[b] ? accel::CallKind::kFull
-                                                   : accel::CallKind::kBlocksSkipped));
-          (step[b] ? full : skipped) += 1;
-        }
-      }
-      r.dense_calls = full + skipped;
-      r.model_calls = full + skipped;
-      r.block_stack_runs = full;
-      r.work_fraction = accel::work_fraction(plan.accel_run, full, skipped);
-      plan.accel_planned = r;
-    }
+    plan.accel_planned = method->planned_report();
   }
 
   plan.dit_model = dc.kind_name();
@@ -407,6 +395,7 @@ std::string GenerationPlan::to_text() const {
                     100.0 * accel_planned->work_fraction);
       s << line << "\n        cond   " << accel_planned->schedule_cond << "\n        uncond "
         << accel_planned->schedule_uncond;
+      if (!accel_planned->details.is_null()) s << "\n        " << accel_planned->details.dump();
     } else {
       s << " (decided at run time)";
     }

@@ -31,6 +31,10 @@ class DpmppScheduler final : public Scheduler {
   Tensor step(const Tensor& model_out, const Tensor& sample) override;
 
  private:
+  void clear_history() override {
+    m_prev_ = Tensor();
+    lower_order_nums_ = 0;
+  }
   Tensor m_prev_;  // x0 prediction of the previous step
   int lower_order_nums_ = 0;
 };

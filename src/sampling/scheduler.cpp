@@ -24,6 +24,14 @@ void Scheduler::check_step(const Tensor& model_out, const Tensor& sample) const 
               " vs sample ", sample.shape().str());
 }
 
+void Scheduler::restart_at(int k) {
+  VIDAX_CHECK(k >= 0 && k < steps(), name(), ": restart at step ", k, " of ", steps());
+  clear_history();
+  step_index_ = k;
+  last_x0_pred_ = Tensor();
+  last_corrected_sample_ = Tensor();
+}
+
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name, int steps, double shift) {
   if (steps < 1) throw_input_error("sampling steps must be >= 1, got ", steps);
   if (!(shift > 0) || !std::isfinite(shift)) {

@@ -49,6 +49,12 @@ class Scheduler {
   // rank). Steps run in order 0..steps()-1; calling past the end is a bug (CHECK).
   virtual Tensor step(const Tensor& model_out, const Tensor& sample) = 0;
 
+  // Starts the sampler afresh at step k (0 <= k < steps()): its multistep history is dropped,
+  // so the next step() is at index k and runs as a first step does (first order, no UniC
+  // corrector). For a sample that did not come from this sampler's previous step, e.g. a
+  // latent re-noised on another grid (progressive resolution, accel/dvg.h).
+  void restart_at(int k);
+
   // Debug intermediates of the last step() call, for tests and tracing:
   // the data prediction x0 = sample - sigma * v (computed from the sample as passed in) ...
   const Tensor& last_x0_pred() const { return last_x0_pred_; }
@@ -60,6 +66,8 @@ class Scheduler {
   explicit Scheduler(FlowSchedule schedule);
   // CHECKs dtype (F32), equal shapes and that a step is left.
   void check_step(const Tensor& model_out, const Tensor& sample) const;
+  // Drops the multistep history (restart_at); single-step samplers keep none.
+  virtual void clear_history() {}
   float sigma_at(int k) const { return schedule_.sigmas[static_cast<size_t>(k)]; }
 
   FlowSchedule schedule_;

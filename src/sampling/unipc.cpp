@@ -84,6 +84,10 @@ class UniPCScheduler final : public Scheduler {
   Tensor step(const Tensor& model_out, const Tensor& sample) override;
 
  private:
+  void clear_history() override {
+    m_prev_ = m_prev2_ = last_sample_ = Tensor();
+    last_order_ = lower_order_nums_ = 0;
+  }
   Tensor correct(const Tensor& x0_new) const;
   Tensor predict(const Tensor& sample, const Tensor& m0, int order) const;
 

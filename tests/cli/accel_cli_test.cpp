@@ -56,6 +56,15 @@ TEST(AccelCli, DryRunShowsMagCachesFixedSchedule) {
   };
   // 2 branches x 2 layers x 32 tokens x (k + v) x 128 dims x bf16.
   EXPECT_DOUBLE_EQ(denoise_bytes(" --accel hsa") - denoise_bytes(""), 2.0 * 2 * 32 * 2 * 128 * 2);
+  // DVG's fixed stages: 64x64 x 5 frames is a [16, 2, 8, 8] latent; space at 0.75 is 6 x 6.
+  const Result dvg = run_vidax("generate --model " + model_dir() + kArgs +
+                               " --accel dvg:mode=space,switch=0.25 --dry-run --json");
+  ASSERT_EQ(dvg.code, 0) << dvg.out;
+  const json d = json::parse(dvg.out)["accel"];
+  EXPECT_EQ(d["schedule_cond"], "rrrrrCCCCCCCCCCCCCCC");
+  EXPECT_EQ(d["details"]["stages"][0]["grid"], json::parse("[2, 6, 6]"));
+  EXPECT_EQ(d["details"]["stages"][1]["first_step"], 5);
+  EXPECT_LT(d["work_fraction"].get<double>(), 1.0);
   // Methods that decide at run time say so.
   const Result tea = run_vidax("generate --model " + model_dir() + kArgs +
                                " --accel teacache:model=t2v-1.3b --dry-run --json");
@@ -87,6 +96,23 @@ TEST(AccelCli, RunsReportWhatTheySkipped) {
   const json hr = json::parse(h.out)["accel"];
   EXPECT_EQ(hr["schedule_cond"], "CCCCCpppCppppppCpppC");  // warmup 5, sync 8 and 15, last
   EXPECT_LT(hr["work_fraction"].get<double>(), 1.0);
+  // DVG: the first half on a smaller grid, the sidecar says which.
+  const Result g = run_vidax("generate --model " + model_dir() + kArgs +
+                             " --no-hash --accel dvg:mode=space --json -o " + out.file("dvg.mp4"));
+  ASSERT_EQ(g.code, 0) << g.out;
+  const json gr = json::parse(g.out)["accel"];
+  EXPECT_EQ(gr["schedule_cond"], "rrrrrrrrrrCCCCCCCCCC");
+  EXPECT_EQ(gr["details"]["stages"].size(), 2u);
+  EXPECT_LT(gr["work_fraction"].get<double>(), 1.0);
+  // Kaleido: reused channel groups from the second step on, counted per layer.
+  const Result k = run_vidax("generate --model " + model_dir() + kArgs +
+                             " --no-hash --accel kaleido:thresh=2 --json -o " + out.file("k.mp4"));
+  ASSERT_EQ(k.code, 0) << k.out;
+  const json kr = json::parse(k.out)["accel"];
+  EXPECT_EQ(kr["schedule_cond"].get<std::string>().front(), 'C');
+  EXPECT_NE(kr["schedule_cond"].get<std::string>().find('k'), std::string::npos) << kr;
+  EXPECT_GT(kr["details"]["reused"].get<double>(), 0.0);
+  EXPECT_EQ(kr["details"]["layers"].size(), 2u);
   // Without --accel the sidecar says none.
   const Result plain =
       run_vidax("generate --model " + model_dir() + kArgs + " --no-hash -o " + out.file("p.mp4"));
@@ -142,6 +168,10 @@ TEST(AccelCli, BadSpecsAreOneLineAndWriteNothing) {
   expect_one_line_error(m + " --accel easycache:when=now", "unknown option 'when'");
   expect_one_line_error(m + " --accel hsa", "needs --sampler euler");
   expect_one_line_error(m + " --sampler euler --accel hsa:budget=2", "budget");
+  expect_one_line_error(m + " --accel dvg:mode=fast", "mode='fast'");
+  expect_one_line_error(m + " --accel dvg:switch=2", "switch");
+  expect_one_line_error(m + " --accel kaleido:exec=gpu", "exec='gpu'");
+  expect_one_line_error(m + " --accel kaleido:ops=mlp", "unknown linear 'mlp'");
   EXPECT_TRUE(fs::is_empty(out.path()));
 }
 

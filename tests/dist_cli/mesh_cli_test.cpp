@@ -205,7 +205,7 @@ TEST(MeshCli, RunDenoiseWithStepMethodsEqualsOneProcess) {
   const std::string in = write_denoise_input(io, dir);
   for (const std::string spec :
        {"teacache:thresh=2,coeffs=0/0/0/1/0", "magcache:thresh=0.5,k=4,model=t2v-1.3b",
-        "easycache:thresh=1,ret=2", "hsa:budget=0.5,warmup=2"}) {
+        "easycache:thresh=1,ret=2", "hsa:budget=0.5,warmup=2", "dvg:mode=joint,switch=0.5"}) {
     const bool hsa = spec.starts_with("hsa");
     const std::string common = "run denoise --steps 10 --shift 5 --guide-scale 5 --weights " +
                                weights + " --in " + in + " --accel " + spec +

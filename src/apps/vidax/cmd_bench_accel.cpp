@@ -60,6 +60,8 @@ void bench_accel(const BenchAccelArgs& a) {
   run.height = height;
   run.tokens = lat_f * lat_h * lat_w / cfg.patch_volume();
   run.sampler = a.sampler;
+  run.latent = {lat_f, lat_h, lat_w};
+  run.seed = 1;
   // Every spec is checked before minutes of work.
   for (const auto& spec : a.accel) (void)accel::make_step_method(spec, run);
 

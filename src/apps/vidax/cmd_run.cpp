@@ -170,8 +170,10 @@ void run_denoise(const DitArgs& a, const std::string& in_path, const std::string
   run.width = noise.dim(3) * 8;
   run.tokens = noise.dim(1) * noise.dim(2) * noise.dim(3) / run.dit.patch_volume();
   run.sampler = opt.sampler;
+  run.latent = {noise.dim(1), noise.dim(2), noise.dim(3)};
   run.sequence_parallel = mesh->spec().ring * mesh->spec().ulysses;
   run.tensor_parallel = mesh->spec().tp;
+  run.cfg_parallel = mesh->spec().cfg;
   const std::unique_ptr<accel::StepMethod> method = accel::make_step_method(accel_spec, run);
   DenoiseOptions options = opt;
   options.accel = method.get();

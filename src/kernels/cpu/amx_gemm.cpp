@@ -235,6 +235,18 @@ VIDAX_AMX inline void epilogue_rows(PendingBlock& pb, int64_t count, const Epilo
   pb.next = end;
 }
 
+// One 32-deep K step of a 32x32 block: C tiles 0-3 += A tiles (a) x B tiles (b).
+VIDAX_AMX inline void tile_step(const uint16_t* a, const uint16_t* b) {
+  _tile_loadd(4, a, 64);
+  _tile_loadd(6, b, 64);
+  _tile_loadd(5, a + kTileElems, 64);
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_loadd(7, b + kTileElems, 64);
+  _tile_dpbf16ps(2, 5, 6);
+  _tile_dpbf16ps(1, 4, 7);
+  _tile_dpbf16ps(3, 5, 7);
+}
+
 // c (32x32 f32, row stride 32) = or += a[steps] x b[steps]: 2 A tiles x 2 B tiles per step.
 // Meanwhile the previous block's epilogue (pb) runs a few rows per K step on the vector units,
 // overlapping the tile products; pb is complete (and cleared) before c is stored, so pb.c may
@@ -255,14 +267,7 @@ VIDAX_AMX void tile_block(const uint16_t* a, const uint16_t* b, int64_t steps, f
   }
   const int64_t per_step = pb.c != nullptr ? ceil_div(pb.rows - pb.next, steps) : 0;
   for (int64_t s = 0; s < steps; ++s) {
-    _tile_loadd(4, a, 64);
-    _tile_loadd(6, b, 64);
-    _tile_loadd(5, a + kTileElems, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_loadd(7, b + kTileElems, 64);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(3, 5, 7);
+    tile_step(a, b);
     a += kStepElems;
     b += kStepElems;
     if (per_step > 0) epilogue_rows(pb, per_step, ea);
@@ -376,6 +381,86 @@ void run(const X* x, int64_t m, int64_t x_stride, const AmxPackedWeight& w, Gemm
   run_thread(plan, x, x_stride, w, epilogue, out, omp_get_thread_num(), omp_get_num_threads());
 }
 
+// c (32x32 f32, row stride 32) += the selected steps' products: a holds the selected steps'
+// A tiles one after another, `step_of[i]` is the K step of the i-th.
+VIDAX_AMX void tile_block_selected(const uint16_t* a, const uint16_t* panel, const int32_t* step_of,
+                                   int64_t count, float* c) {
+  VIDAX_AMX_BARRIER();
+  _tile_loadd(0, c, 128);
+  _tile_loadd(1, c + 16, 128);
+  _tile_loadd(2, c + 16 * 32, 128);
+  _tile_loadd(3, c + 16 * 32 + 16, 128);
+  for (int64_t i = 0; i < count; ++i) {
+    const uint16_t* b = panel + static_cast<int64_t>(step_of[i]) * kStepElems;
+    tile_step(a, b);
+    a += kStepElems;
+  }
+  _tile_stored(0, c, 128);
+  _tile_stored(1, c + 16, 128);
+  _tile_stored(2, c + 16 * 32, 128);
+  _tile_stored(3, c + 16 * 32 + 16, 128);
+  VIDAX_AMX_BARRIER();
+}
+
+// Row blocks [b0, b1) of 32 rows, up to kMaxBlockSubs at a time: each block's selected steps
+// are packed once, then every weight panel runs against the blocks of the group while it is in
+// L2 (as the dense kernel shares a panel across an M block).
+VIDAX_AMX void accumulate_blocks(const BFloat16* x, int64_t m, int64_t x_stride,
+                                 const AmxPackedWeight& w, const uint8_t* step_mask, float* y,
+                                 int64_t b0, int64_t b1) {
+  static thread_local ThreadScratch<ThreadBuffer> a_scratch;
+  auto* a =
+      static_cast<uint16_t*>(a_scratch.value.get(kMaxBlockSubs * w.k_steps() * kStepElems * 2));
+  std::vector<int32_t> steps[kMaxBlockSubs];
+  int64_t offset[kMaxBlockSubs];
+  alignas(64) float c[32 * 32];
+  const TileConfig config;
+  VIDAX_AMX_BARRIER();
+  _tile_loadconfig(&config);
+  const int64_t n = w.n();
+  for (int64_t g0 = b0; g0 < b1; g0 += kMaxBlockSubs) {
+    const int64_t g1 = std::min(b1, g0 + kMaxBlockSubs);
+    int64_t packed = 0;
+    for (int64_t blk = g0; blk < g1; ++blk) {
+      std::vector<int32_t>& st = steps[blk - g0];
+      st.clear();
+      for (int64_t s = 0; s < w.k_steps(); ++s)
+        if (step_mask == nullptr || step_mask[blk * w.k_steps() + s] != 0)
+          st.push_back(static_cast<int32_t>(s));
+      offset[blk - g0] = packed;
+      const int64_t r0 = blk * 32, rows = std::min<int64_t>(32, m - r0);
+      for (const int32_t s : st) {
+        pack_a(x, x_stride, w.k(), r0, rows, 1, s, 1, a + packed * kStepElems);
+        ++packed;
+      }
+    }
+    if (packed == 0) continue;
+    for (int64_t p = 0; p < w.panels(); ++p) {
+      const int64_t n0 = p * 32, cols = std::min<int64_t>(32, n - n0);
+      for (int64_t blk = g0; blk < g1; ++blk) {
+        const std::vector<int32_t>& st = steps[blk - g0];
+        if (st.empty()) continue;
+        const int64_t r0 = blk * 32, rows = std::min<int64_t>(32, m - r0);
+        for (int64_t r = 0; r < 32; ++r) {
+          float* cr = c + r * 32;
+          if (r < rows) {
+            std::memcpy(cr, y + (r0 + r) * n + n0, sizeof(float) * static_cast<size_t>(cols));
+            std::memset(cr + cols, 0, sizeof(float) * static_cast<size_t>(32 - cols));
+          } else {
+            std::memset(cr, 0, sizeof(float) * 32);
+          }
+        }
+        tile_block_selected(a + offset[blk - g0] * kStepElems, w.panel(p), st.data(),
+                            static_cast<int64_t>(st.size()), c);
+        for (int64_t r = 0; r < rows; ++r)
+          std::memcpy(y + (r0 + r) * n + n0, c + r * 32, sizeof(float) * static_cast<size_t>(cols));
+      }
+    }
+  }
+  _tile_release();
+  VIDAX_AMX_BARRIER();
+}
+
 }  // namespace
 
 AmxPackedWeight::AmxPackedWeight(const Tensor& weight, const Tensor& bias) {
@@ -463,6 +548,42 @@ void amx_gemm_bf16(const float* x, int64_t m, int64_t x_stride, const AmxPackedW
   out.f32 = y;
   out.n = w.n();
   run(x, m, x_stride, w, epilogue, out);
+}
+
+void amx_gemm_bf16_accumulate(const BFloat16* x, int64_t m, int64_t x_stride,
+                              const AmxPackedWeight& w, const uint8_t* step_mask, float* y) {
+  VIDAX_CHECK(amx_bf16_usable(), "amx_gemm_bf16_accumulate on a machine without usable AMX-BF16");
+  VIDAX_CHECK(w.defined() && x_stride >= w.k(), "amx_gemm_bf16_accumulate: bad weight or stride");
+  if (m <= 0) return;
+  const int64_t blocks = ceil_div(m, 32);
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads == 1 || blocks == 1) {
+    accumulate_blocks(x, m, x_stride, w, step_mask, y, 0, blocks);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    accumulate_blocks(x, m, x_stride, w, step_mask, y, blocks * t / nt, blocks * (t + 1) / nt);
+  }
+}
+
+void gemm_accumulate_steps_reference(const BFloat16* x, int64_t m, int64_t x_stride,
+                                     const AmxPackedWeight& w, const uint8_t* step_mask, float* y) {
+  const int64_t n = w.n(), k = w.k(), steps = w.k_steps();
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t col = 0; col < n; ++col) {
+      const int64_t p = col / 32, j = (col % 32) / 16, cc = col % 16;
+      double sum = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const int64_t s = kk / 32, q = (kk % 32) / 2, e = kk % 2;
+        if (step_mask != nullptr && step_mask[(r / 32) * steps + s] == 0) continue;
+        const uint16_t wv = w.panel(p)[(s * 2 + j) * kTileElems + q * 32 + cc * 2 + e];
+        sum += static_cast<double>(bf16_to_f32(wv)) *
+               static_cast<double>(bf16_to_f32(x[r * x_stride + kk].bits));
+      }
+      y[r * n + col] += static_cast<float>(sum);
+    }
 }
 
 }  // namespace vidax

@@ -258,6 +258,14 @@ PackedLinear::~PackedLinear() = default;
 
 int64_t PackedLinear::in_features() const { return impl_->k; }
 int64_t PackedLinear::out_features() const { return impl_->n; }
+GemmEpilogue PackedLinear::epilogue() const {
+  return impl_->fp8 ? impl_->fp8_epilogue : impl_->epilogue;
+}
+
+const AmxPackedWeight* PackedLinear::amx_weight() const {
+  return impl_ && !impl_->fp8 ? impl_->amx.get() : nullptr;
+}
+
 DType PackedLinear::compute_dtype() const { return impl_->compute; }
 size_t PackedLinear::packed_bytes() const {
   if (impl_->fp8) return impl_->code_count;

@@ -41,6 +41,8 @@ int64_t gemm_weight_item_bytes(DType compute);
 // need a per-thread f32 scratch of their largest weight.
 bool gemm_widens_bf16();
 
+class AmxPackedWeight;
+
 class PackedLinear {
  public:
   PackedLinear();
@@ -67,6 +69,10 @@ class PackedLinear {
   int64_t in_features() const;
   int64_t out_features() const;
   DType compute_dtype() const;
+  GemmEpilogue epilogue() const;
+  // The AMX-packed bf16 weight (with its bias) when this linear runs on our AMX kernel (not fp8);
+  // null on every other path. For kernels that reuse the packing (amx_gemm_bf16_accumulate).
+  const AmxPackedWeight* amx_weight() const;
   size_t packed_bytes() const;
 
   // x: [M, K] contiguous, f32 when compute is F32, BFloat16 when compute is BF16. y: [M, N] f32.

@@ -244,6 +244,34 @@ void WanDit::set_block_hook(std::shared_ptr<BlockStackHook> hook) {
   impl_->stack_residual_n = {};
 }
 
+void WanDit::set_linear_hook(std::shared_ptr<LinearHook> hook) {
+  impl_->linear_hook = std::move(hook);
+}
+
+const char* linear_site_name(LinearSite site) {
+  static const char* const names[kLinearSites] = {"qkv",     "o",      "cross_q",
+                                                  "cross_o", "ffn_in", "ffn_out"};
+  return names[static_cast<int>(site)];
+}
+
+bool WanDit::Impl::hooked_linear(const DitState& st, int layer, LinearSite site,
+                                 const PackedLinear& linear, const void* x, bool x_bf16,
+                                 int64_t rows, float* y, BFloat16* y16) {
+  if (linear_hook == nullptr || st.active != nullptr) return false;
+  LinearCall c;
+  c.step = st.step;
+  c.cfg_branch = st.cfg_branch;
+  c.layer = layer;
+  c.site = site;
+  c.linear = &linear;
+  c.x = x;
+  c.x_bf16 = x_bf16;
+  c.rows = rows;
+  c.y = y;
+  c.y16 = y16;
+  return linear_hook->forward(c);
+}
+
 void WanDit::set_attention(std::shared_ptr<sparse::AttentionPolicy> policy,
                            sparse::AttentionDiagnostics* diagnostics) {
   impl_->self_attn.set_policy(std::move(policy), diagnostics);

@@ -22,6 +22,9 @@
 #include "io/comfy_fp8.h"  // Fp8Tensor
 #include "models/wan/dit_config.h"
 
+namespace vidax {
+class PackedLinear;
+}
 namespace vidax::sparse {
 class AttentionPolicy;
 struct AttentionDiagnostics;
@@ -105,6 +108,34 @@ class BlockStackHook {
   }
 };
 
+// The linears of a block a LinearHook sees.
+enum class LinearSite : int { kQkv = 0, kO, kCrossQ, kCrossO, kFfnIn, kFfnOut };
+inline constexpr int kLinearSites = 6;
+const char* linear_site_name(LinearSite site);  // "qkv", "o", "cross_q", "cross_o", "ffn_in", ...
+
+// One call of a block linear: y = epilogue(x . W^T + b) on `rows` rows of this rank.
+struct LinearCall {
+  int64_t step = 0;
+  int cfg_branch = 0;
+  int layer = 0;
+  LinearSite site = LinearSite::kQkv;
+  const PackedLinear* linear = nullptr;
+  const void* x = nullptr;  // [rows, K]: bf16 when x_bf16, else f32
+  bool x_bf16 = false;
+  int64_t rows = 0;
+  float* y = nullptr;       // [rows, N] f32 output, or
+  BFloat16* y16 = nullptr;  // [rows, N] bf16 output (exactly one of the two is set)
+};
+
+// A hook on the block linears, for step methods that reuse partial products across steps
+// (Kaleido, accel/kaleido.h): forward() either computes the call's output itself (true) or
+// leaves it to the linear (false). Whole forwards only (not with token subsets).
+class LinearHook {
+ public:
+  virtual ~LinearHook() = default;
+  virtual bool forward(const LinearCall& call) = 0;
+};
+
 class WanDit {
  public:
   // `ctx` as set_context's; under a mesh with tensor parallelism (tp > 1) this rank reads and
@@ -138,6 +169,8 @@ class WanDit {
   // The block-stack hook for the following forward calls (null: the blocks always run, and no
   // residual is kept). Setting it drops the residuals kept so far.
   void set_block_hook(std::shared_ptr<BlockStackHook> hook);
+  // The block-linear hook for the following forward calls (null: the linears run as usual).
+  void set_linear_hook(std::shared_ptr<LinearHook> hook);
 
   // Keep every layer's self-attention keys and values (post-RoPE, per CFG branch, all L tokens;
   // bf16 in bf16 mode) so that a later forward over a token subset (DitSample::tokens) attends

@@ -143,7 +143,8 @@ void WanDit::Impl::self_attention(int index, const DitBlockWeights& w, DitState&
   qkv.resize(static_cast<size_t>(rows * 3 * ldim));
   {
     profile::ScopedTimer pt("gemm.qkv");
-    w.qkv.forward(act_in, rows, qkv.data());
+    if (!hooked_linear(st, index, LinearSite::kQkv, w.qkv, act_in, bf16, rows, qkv.data()))
+      w.qkv.forward(act_in, rows, qkv.data());
   }  // [rows, 3*ldim] = q | k | v of this rank's heads
   float* q = qkv.data();
   float* k = qkv.data() + ldim;
@@ -275,7 +276,8 @@ void WanDit::Impl::self_attention(int index, const DitBlockWeights& w, DitState&
   tmp.resize(static_cast<size_t>(rows * dim));
   {
     profile::ScopedTimer pt("gemm.o");
-    linear_f32_in(w.o, attn.data(), rows, tmp.data());
+    if (!hooked_linear(st, index, LinearSite::kO, w.o, attn.data(), false, rows, tmp.data()))
+      linear_f32_in(w.o, attn.data(), rows, tmp.data());
   }  // [rows, dim] (a partial sum under tp)
   reduce_partial(w.o, tmp.data(), rows);
   if (st.capture)
@@ -301,7 +303,8 @@ void WanDit::Impl::cross_attention(int index, const DitBlockWeights& w, DitState
   float* cq = qkv.data();  // reuse: [rows, ldim]
   {
     profile::ScopedTimer pt("gemm.cross_q");
-    linear_f32_in(w.cross_q, act.data(), rows, cq);
+    if (!hooked_linear(st, index, LinearSite::kCrossQ, w.cross_q, act.data(), false, rows, cq))
+      linear_f32_in(w.cross_q, act.data(), rows, cq);
   }
   norm_heads(cq, rows, ldim, w.cross_norm_q);
   AttentionDims ad{};
@@ -359,7 +362,9 @@ void WanDit::Impl::cross_attention(int index, const DitBlockWeights& w, DitState
   }
   {
     profile::ScopedTimer pt("gemm.cross_o");
-    linear_f32_in(w.cross_o, attn.data(), rows, tmp.data());
+    if (!hooked_linear(st, index, LinearSite::kCrossO, w.cross_o, attn.data(), false, rows,
+                       tmp.data()))
+      linear_f32_in(w.cross_o, attn.data(), rows, tmp.data());
   }  // [rows, dim] (a partial sum under tp)
   reduce_partial(w.cross_o, tmp.data(), rows);
   if (st.capture)
@@ -383,18 +388,26 @@ void WanDit::Impl::feed_forward(int index, const DitBlockWeights& w, DitState& s
     hidden16.resize(static_cast<size_t>(rows * hidden_dim));
     {
       profile::ScopedTimer pt("gemm.ffn_in");
-      w.ffn_in.forward_bf16_out(act_in, rows, hidden16.data());  // [rows, hidden_dim], GELU fused
+      if (!hooked_linear(st, index, LinearSite::kFfnIn, w.ffn_in, act_in, true, rows, nullptr,
+                         hidden16.data()))
+        w.ffn_in.forward_bf16_out(act_in, rows, hidden16.data());  // [rows, hidden], GELU fused
     }
     profile::ScopedTimer pt("gemm.ffn_out");
-    w.ffn_out.forward(hidden16.data(), rows, tmp.data());
+    if (!hooked_linear(st, index, LinearSite::kFfnOut, w.ffn_out, hidden16.data(), true, rows,
+                       tmp.data()))
+      w.ffn_out.forward(hidden16.data(), rows, tmp.data());
   } else {
     hidden.resize(static_cast<size_t>(rows * hidden_dim));
     {
       profile::ScopedTimer pt("gemm.ffn_in");
-      w.ffn_in.forward(act_in, rows, hidden.data());  // [rows, hidden_dim], GELU fused
+      if (!hooked_linear(st, index, LinearSite::kFfnIn, w.ffn_in, act_in, false, rows,
+                         hidden.data()))
+        w.ffn_in.forward(act_in, rows, hidden.data());  // [rows, hidden_dim], GELU fused
     }
     profile::ScopedTimer pt("gemm.ffn_out");
-    w.ffn_out.forward(hidden.data(), rows, tmp.data());
+    if (!hooked_linear(st, index, LinearSite::kFfnOut, w.ffn_out, hidden.data(), false, rows,
+                       tmp.data()))
+      w.ffn_out.forward(hidden.data(), rows, tmp.data());
   }  // [rows, dim] (a partial sum under tp)
   reduce_partial(w.ffn_out, tmp.data(), rows);
   if (st.capture)

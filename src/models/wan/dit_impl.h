@@ -116,6 +116,7 @@ struct WanDit::Impl {
   // Block-stack hook (dit.h BlockStackHook) and the residual blocks(x) - x it reuses, one per
   // CFG branch, [rows, dim].
   std::shared_ptr<BlockStackHook> block_hook;
+  std::shared_ptr<LinearHook> linear_hook;  // dit.h LinearHook, or null
   std::array<Buffer<float>, 2> stack_residual;
   std::array<size_t, 2> stack_residual_n{};  // floats held (0: none yet)
   // Self-attention key/value stores (set_kv_store): per CFG branch, per layer, [L, 2 * ldim] =
@@ -153,6 +154,10 @@ struct WanDit::Impl {
   Buffer<float> tp_sums;  // norm_heads' per-row statistics
   // Runs `linear` on f32 rows `in` (converted to bf16 on the bf16 path) into `out`.
   void linear_f32_in(const PackedLinear& linear, const float* in, int64_t rows, float* out);
+  // Block linear `site` of layer `layer` through the linear hook when one is set: true when the
+  // hook wrote the output (y or y16), false when the caller runs the linear as usual.
+  bool hooked_linear(const DitState& st, int layer, LinearSite site, const PackedLinear& linear,
+                     const void* x, bool x_bf16, int64_t rows, float* y, BFloat16* y16 = nullptr);
 };
 
 }  // namespace vidax::wan

@@ -1,0 +1,30 @@
+// The per-call pass of channel-group reuse (accel/kaleido.h): which 32-channel groups of each row
+// moved since the reference input, the reference brought up to date where they did, the delta
+// the GEMM multiplies, and the per-channel sums of squares for the next call's threshold. One
+// pass over x, vectorized per CPU (target_clones: AVX-512, AVX2, baseline).
+// Thread-safety: pure functions of their arguments (OpenMP over rows inside).
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace vidax {
+
+inline constexpr int64_t kChannelGroup = 32;
+
+// x, ref: [rows, k] (ref updated in place). limit: [k] per-channel allowance. changed:
+// [rows, ceil(k / 32)] out, 1 where a channel of the group moved by more than its limit. delta
+// (null: not written): [rows, k], x - ref_old in the moved groups and 0 elsewhere (bf16: rounded
+// to nearest even). sumsq: [k] out, the per-channel sum of x^2 over the rows, summed in a fixed
+// order (the same for every thread count). Returns the number of groups that did not move.
+int64_t channel_group_update(const BFloat16* x, BFloat16* ref, int64_t rows, int64_t k,
+                             const float* limit, uint8_t* changed, BFloat16* delta, float* sumsq);
+int64_t channel_group_update(const float* x, float* ref, int64_t rows, int64_t k,
+                             const float* limit, uint8_t* changed, float* sumsq);
+
+// The per-channel sum of x^2 over the rows alone (the first call), in the same order.
+void channel_sumsq(const BFloat16* x, int64_t rows, int64_t k, float* sumsq);
+void channel_sumsq(const float* x, int64_t rows, int64_t k, float* sumsq);
+
+}  // namespace vidax
