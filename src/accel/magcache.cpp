@@ -62,8 +62,8 @@ std::vector<std::array<bool, 2>> magcache_schedule(const std::vector<double>& ra
   return run;
 }
 
-MagCache::MagCache(RunInfo run, std::vector<double> ratios, double thresh, int k, double retention,
-                   std::string family, std::string ratios_file)
+MagCache::MagCache(RunInfo run, const std::vector<double>& ratios, double thresh, int k,
+                   double retention, std::string family, std::string ratios_file)
     : StepMethod(std::move(run)),
       thresh_(thresh),
       k_(k),

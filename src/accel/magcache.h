@@ -38,7 +38,7 @@ std::vector<std::array<bool, 2>> magcache_schedule(const std::vector<double>& ra
 class MagCache : public StepMethod {
  public:
   // `family`: the published table's name, or empty with `ratios_file` (a calibrated table).
-  MagCache(RunInfo run, std::vector<double> ratios, double thresh, int k, double retention,
+  MagCache(RunInfo run, const std::vector<double>& ratios, double thresh, int k, double retention,
            std::string family, std::string ratios_file = "");
   std::string name() const override;
   std::shared_ptr<wan::BlockStackHook> block_hook() override { return hook_; }

@@ -12,11 +12,9 @@ size_t dtype_size(DType dtype) {
     case DType::kF32:
       return 4;
     case DType::kBF16:
-      return 2;
     case DType::kF16:
       return 2;
     case DType::kF8E4M3:
-      return 1;
     case DType::kF8E5M2:
       return 1;
     case DType::kI64:

@@ -25,6 +25,7 @@ std::vector<uint64_t> suite_seeds(int count) {
   if (count < 1 || count > 1000)
     throw_input_error("--seeds: expected 1..1000 generation seeds, got ", count);
   std::vector<uint64_t> out;
+  out.reserve(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) out.push_back(kSuiteNoiseSeed + static_cast<uint64_t>(i));
   return out;
 }

@@ -182,10 +182,8 @@ RgbImage decode_png(std::span<const uint8_t> bytes, const std::string& name) {
         case AV_PIX_FMT_GRAY8:
           r = g = b = row[x];
           break;
-        case AV_PIX_FMT_YA8:
-          r = g = b = row[x * 2];
-          break;
-        case AV_PIX_FMT_GRAY16BE:
+        case AV_PIX_FMT_YA8:       // grey then alpha, 8 bits each
+        case AV_PIX_FMT_GRAY16BE:  // the high byte first
           r = g = b = row[x * 2];
           break;
         case AV_PIX_FMT_YA16BE:

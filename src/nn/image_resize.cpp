@@ -143,8 +143,11 @@ Coeffs precompute(int64_t in_size, int64_t out_size) {
   for (int64_t xx = 0; xx < out_size; ++xx) {
     const double center = (static_cast<double>(xx) + 0.5) * scale;
     const double ss = 1.0 / filterscale;
+    // PIL's own truncation of x + 0.5 (not a rounding to nearest):
+    // NOLINTNEXTLINE(bugprone-incorrect-roundings)
     auto xmin = static_cast<int64_t>(center - support + 0.5);
     if (xmin < 0) xmin = 0;
+    // NOLINTNEXTLINE(bugprone-incorrect-roundings)
     auto xmax = static_cast<int64_t>(center + support + 0.5);
     if (xmax > in_size) xmax = in_size;
     xmax -= xmin;

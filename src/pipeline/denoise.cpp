@@ -50,7 +50,8 @@ std::array<Tensor, 2> branch_predictions(wan::WanDit& model, wan::DitSample s,
 
 Tensor guided_prediction(wan::WanDit& model, wan::DitSample s, const Tensor& context,
                          const Tensor& context_null, double guide_scale, dist::Group* cfg_group) {
-  const auto [cond, uncond] = branch_predictions(model, s, context, context_null, cfg_group);
+  const auto [cond, uncond] =
+      branch_predictions(model, std::move(s), context, context_null, cfg_group);
   return classifier_free_guidance(cond, uncond, guide_scale);
 }
 

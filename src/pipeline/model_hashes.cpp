@@ -66,7 +66,7 @@ std::string hash_one(const fs::path& file, json& cache, bool& dirty) {
         e["mtime_ns"].get<int64_t>() == mtime_ns)
       return e["sha256"].get<std::string>();
   }
-  const std::string digest = sha256_file(file.string());
+  std::string digest = sha256_file(file.string());
   cache[key] = {{"size", size}, {"mtime_ns", mtime_ns}, {"sha256", digest}};
   dirty = true;
   return digest;

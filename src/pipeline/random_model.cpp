@@ -335,6 +335,7 @@ void write_full_size_random_model(const std::string& dir_text, const std::string
   if (ec) throw_input_error(dir_text, ": cannot create folder: ", ec.message());
   auto lazy = [](const std::vector<TensorDecl>& decls, const wan::WeightFn& w, DType dtype) {
     std::vector<LazyTensor> out;
+    out.reserve(decls.size());
     for (const TensorDecl& d : decls)
       out.push_back({d.name, d.shape, dtype, [w, name = d.name, dtype] {
                        const Tensor t = w(name);

@@ -209,7 +209,9 @@ Tensor video_to_rgb8(const Tensor& video) {
     for (int64_t c = 0; c < 3; ++c) {
       const float v = s[c * plane + i] * 127.5f + 127.5f;
       // NaN fails both comparisons and lands on 0.
-      d[i * 3 + c] = v > 0.0f ? static_cast<uint8_t>(std::min(v, 255.0f) + 0.5f) : 0;
+      // v > 0 here, where truncating v + 0.5 rounds half up.
+      d[i * 3 + c] = v > 0.0f ? static_cast<uint8_t>(std::min(v, 255.0f) + 0.5f)  // NOLINT
+                              : 0;
     }
   }
   return out;

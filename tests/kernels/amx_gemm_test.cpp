@@ -196,7 +196,11 @@ TEST(AmxGemm, GeluTanhEpilogueWithinTwoUlp) {
   for (int64_t i = 0; i < n && bad < 10; ++i) {
     const double xv = v[static_cast<size_t>(i)];
     const double r = xv / (1 + std::exp(-2 * c * (xv + a * xv * xv * xv)));
-    const double ulp = std::max(std::ldexp(1.0, std::ilogb(static_cast<float>(r)) - 23), 1.4e-45);
+    // ilogb(0) is INT_MIN: the smallest subnormal is the ulp there.
+    const double ulp =
+        static_cast<float>(r) == 0.0f
+            ? 1.4e-45
+            : std::max(std::ldexp(1.0, std::ilogb(static_cast<float>(r)) - 23), 1.4e-45);
     const double err = std::fabs(y[static_cast<size_t>(n + i)] - r) / ulp;  // second row
     worst_ulp = std::max(worst_ulp, err);
     if (!(err <= 2.0) || y[static_cast<size_t>(i)] != y[static_cast<size_t>(n + i)]) {

@@ -210,7 +210,7 @@ TEST(BlockSparseAttention, OutputRowsAndHeadsGoToTheirDestination) {
   o.stride = 10;  // shorter than 2 heads x 24
   EXPECT_THROW(block_sparse_attention(p.q.data(), p.k.data(), p.v.data(), wide.data(), p.qp, p.kp,
                                       p.mask, p.pred, p.d, o),
-               InputError);
+               InternalError);
 }
 
 TEST(BlockSparseAttention, InputReadInPlaceEqualsGatheredInput) {
@@ -264,7 +264,7 @@ TEST(BlockSparseAttention, InputReadInPlaceEqualsGatheredInput) {
   }
 }
 
-TEST(BlockSparseAttention, BadInputMapsAreInputErrors) {
+TEST(BlockSparseAttention, BadInputMapsAreInternalErrors) {
   const Problem p = make_problem(100, 100, 30, 30, 2, 16, 0.3, 0, 0, 5);
   std::vector<float> out(100 * 2 * 16);
   std::vector<int32_t> rows(100);
@@ -277,19 +277,19 @@ TEST(BlockSparseAttention, BadInputMapsAreInputErrors) {
   BlockSparseInput in;
   in.heads = heads.data();
   in.src_heads = 3;  // head 3 is outside
-  EXPECT_THROW(run(in), InputError);
+  EXPECT_THROW(run(in), InternalError);
   in.src_heads = 4;
   in.stride = 4 * 16 - 1;  // shorter than 4 heads
-  EXPECT_THROW(run(in), InputError);
+  EXPECT_THROW(run(in), InternalError);
   in = {};
   in.rows = rows.data();
   rows[5] = 100;  // outside [0, 100)
-  EXPECT_THROW(run(in), InputError);
+  EXPECT_THROW(run(in), InternalError);
   const Problem cross = make_problem(100, 120, 30, 30, 2, 16, 0.3, 0, 0, 6);
   rows[5] = 94;
   EXPECT_THROW(block_sparse_attention(cross.q.data(), cross.k.data(), cross.v.data(), out.data(),
                                       cross.qp, cross.kp, cross.mask, cross.pred, cross.d, {}, in),
-               InputError);  // rows need query and key blocks over the same tokens
+               InternalError);  // rows need query and key blocks over the same tokens
 }
 
 TEST(BlockSparseAttention, EmptyRowsGiveZero) {
@@ -334,18 +334,18 @@ TEST(BlockSparseAttention, DensityOneEqualsDenseKernel) {
   }
 }
 
-TEST(BlockSparseAttention, BadArgumentsAreInputErrors) {
+TEST(BlockSparseAttention, BadArgumentsAreInternalErrors) {
   Problem p = make_problem(64, 64, 32, 32, 1, 16, 0, 0.5, 0, 1);
   std::vector<float> out(64 * 16);
   auto run = [&](const BlockSparseDims& d, const TilePredicate& pred, const BlockMask& m) {
     block_sparse_attention(p.q.data(), p.k.data(), p.v.data(), out.data(), p.qp, p.kp, m, pred, d);
   };
-  EXPECT_THROW(run({2, 16, 0, 0.25f}, p.pred, p.mask), InputError);   // mask heads
-  EXPECT_THROW(run({1, 16, 65, 0.25f}, p.pred, p.mask), InputError);  // kv_valid
-  EXPECT_THROW(run({1, 16, 0, 0.0f}, p.pred, p.mask), InputError);    // scale
-  EXPECT_THROW(run(p.d, TilePredicate{}, p.mask), InputError);        // boundary, no predicate
+  EXPECT_THROW(run({2, 16, 0, 0.25f}, p.pred, p.mask), InternalError);   // mask heads
+  EXPECT_THROW(run({1, 16, 65, 0.25f}, p.pred, p.mask), InternalError);  // kv_valid
+  EXPECT_THROW(run({1, 16, 0, 0.0f}, p.pred, p.mask), InternalError);    // scale
+  EXPECT_THROW(run(p.d, TilePredicate{}, p.mask), InternalError);        // boundary, no predicate
   BlockMask unbuilt(1, 2, 2);
-  EXPECT_THROW(run(p.d, p.pred, unbuilt), InputError);
+  EXPECT_THROW(run(p.d, p.pred, unbuilt), InternalError);
 }
 
 }  // namespace

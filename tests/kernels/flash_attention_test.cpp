@@ -329,7 +329,7 @@ TEST(FlashAttention, UnavailableKernelThrows) {
       EXPECT_NO_THROW(flash_attention_bf16(kernel, &b, &b, &b, &out, d));
       EXPECT_EQ(out, x);
     } else {
-      EXPECT_THROW(flash_attention_bf16(kernel, &b, &b, &b, &out, d), InputError);
+      EXPECT_THROW(flash_attention_bf16(kernel, &b, &b, &b, &out, d), InternalError);
     }
   }
 }
@@ -480,11 +480,11 @@ TEST(FlashAttention, RejectsInconsistentDims) {
       }),
   };
   for (const AttentionDims& d : cases) {
-    EXPECT_THROW(flash_attention(buf.data(), buf.data(), buf.data(), out.data(), d), InputError);
+    EXPECT_THROW(flash_attention(buf.data(), buf.data(), buf.data(), out.data(), d), InternalError);
     EXPECT_THROW(attention_reference(buf.data(), buf.data(), buf.data(), out.data(), d),
-                 InputError);
+                 InternalError);
   }
-  EXPECT_THROW(flash_attention(nullptr, buf.data(), buf.data(), out.data(), good), InputError);
+  EXPECT_THROW(flash_attention(nullptr, buf.data(), buf.data(), out.data(), good), InternalError);
 }
 
 }  // namespace

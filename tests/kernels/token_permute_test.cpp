@@ -80,17 +80,18 @@ TEST(TokenPermute, GatherMatchesIndexArithmeticAndScatterInverts) {
   }
 }
 
-TEST(TokenPermute, BadInputIsAnInputError) {
+TEST(TokenPermute, BadInputIsAnInternalError) {
   std::vector<float> src(4 * 2 * 3), dst(4 * 3);
   const StridedRows rows{src.data(), 4, 2, 3, 6};
   const std::vector<int64_t> h0{0}, h9{9};
   const std::vector<int32_t> short_perm{0, 1}, bad_perm{0, 1, 2, 4};
-  EXPECT_THROW(gather_token_heads(rows, short_perm, h0, dst.data()), InputError);
-  EXPECT_THROW(gather_token_heads(rows, bad_perm, h0, dst.data()), InputError);
-  EXPECT_THROW(gather_token_heads(rows, {}, h9, dst.data()), InputError);
+  EXPECT_THROW(gather_token_heads(rows, short_perm, h0, dst.data()), InternalError);
+  EXPECT_THROW(gather_token_heads(rows, bad_perm, h0, dst.data()), InternalError);
+  EXPECT_THROW(gather_token_heads(rows, {}, h9, dst.data()), InternalError);
   EXPECT_THROW(gather_token_heads(StridedRows{src.data(), 4, 2, 3, 5}, {}, h0, dst.data()),
-               InputError);
-  EXPECT_THROW(scatter_token_heads(dst.data(), 4, 3, bad_perm, h0, src.data(), 6, 2), InputError);
+               InternalError);
+  EXPECT_THROW(scatter_token_heads(dst.data(), 4, 3, bad_perm, h0, src.data(), 6, 2),
+               InternalError);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // vidax-tiny parity: the committed model (models/vidax-tiny) loaded through the same loaders as
 // real Wan checkpoints must reproduce the training code's own fp32 forward passes
-// (tests/data/vidax_tiny_parity.safetensors, written by tools/vidax_tiny/parity.py from the
+// (tests/data/vidax_tiny_parity.safetensors, written by research/vidax_tiny/parity.py from the
 // exported files) at the fixture tolerances, and the shipped tokenizer must give the ids the
 // training used.
 #include <filesystem>

@@ -141,7 +141,7 @@ TEST(SynthCli, BadInputGivesOneLineErrors) {
   }
 }
 
-// tools/vidax_tiny/dataset.py --self-test: the Python reader loads a dataset written by the
+// research/vidax_tiny/dataset.py --self-test: the Python reader loads a dataset written by the
 // binary and checks every clip's checksum against the manifest (needs python3 with numpy).
 TEST(SynthCli, PythonReaderSelfTest) {
   std::string python;
@@ -152,7 +152,7 @@ TEST(SynthCli, PythonReaderSelfTest) {
     }
   if (python.empty()) GTEST_SKIP() << "no python3 with numpy";
   const Result r = run(python + " " + VIDAX_SOURCE_DIR +
-                       "/tools/vidax_tiny/dataset.py --self-test " + VIDAX_BINARY);
+                       "/research/vidax_tiny/dataset.py --self-test " + VIDAX_BINARY);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("self-test passed"), std::string::npos) << r.out;
 }

@@ -88,6 +88,8 @@ int report_error(const std::string& message, bool same_on_every_rank = false) {
   vidax::dist::fail_job(message, true);
 }
 
+std::string selected_command(const CLI::App& app);
+
 // "run dit", "generate", ...: the subcommands the user selected.
 std::string selected_command(const CLI::App& app) {
   std::string cmd;
@@ -183,11 +185,9 @@ int run_cli(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     return report_error("out of memory");
   } catch (const std::exception& e) {
-    // A library error we did not translate (oneDNN, filesystem, ...): still one line.
-    std::string msg = e.what();
-    for (char& ch : msg)
-      if (ch == '\n' || ch == '\r') ch = ' ';
-    return report_error(msg);
+    // An InternalError, or an exception no layer translated (oneDNN, the standard library):
+    // not the user's input as far as vidax knows; one line naming the command and the type.
+    return report_error(vidax::describe_internal_error(selected_command(app), e));
   }
   return 0;
 }

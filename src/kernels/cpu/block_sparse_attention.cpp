@@ -20,13 +20,13 @@ void check_row_map(const char* which, const int32_t* rows, const int64_t* heads,
   if (heads)
     for (int64_t h = 0; h < d.heads; ++h)
       if (heads[h] < 0 || heads[h] >= n)
-        throw_input_error(kWhat, ": ", which, " head ", heads[h], " outside [0, ", n, ")");
+        VIDAX_INTERNAL_ERROR(kWhat, ": ", which, " head ", heads[h], " outside [0, ", n, ")");
   if (stride != 0 && stride < n * d.head_dim)
-    throw_input_error(kWhat, ": ", which, " stride ", stride, " < ", n, " heads x ", d.head_dim);
+    VIDAX_INTERNAL_ERROR(kWhat, ": ", which, " stride ", stride, " < ", n, " heads x ", d.head_dim);
   if (rows)
     for (int64_t i = 0; i < tokens; ++i)
       if (rows[i] < 0 || rows[i] >= tokens)
-        throw_input_error(kWhat, ": ", which, " row ", rows[i], " outside [0, ", tokens, ")");
+        VIDAX_INTERNAL_ERROR(kWhat, ": ", which, " row ", rows[i], " outside [0, ", tokens, ")");
 }
 
 void validate(const void* q, const void* k, const void* v, const float* out,
@@ -37,27 +37,28 @@ void validate(const void* q, const void* k, const void* v, const float* out,
   qp.validate("block-sparse attention: query blocks");
   kp.validate("block-sparse attention: key blocks");
   if (d.heads < 1 || d.head_dim < 1)
-    throw_input_error(kWhat, ": heads and head_dim must be >= 1, got ", d.heads, ", ", d.head_dim);
+    VIDAX_INTERNAL_ERROR(kWhat, ": heads and head_dim must be >= 1, got ", d.heads, ", ",
+                         d.head_dim);
   if (d.kv_valid < 0 || d.kv_valid > kp.tokens())
-    throw_input_error(kWhat, ": kv_valid must be in [0, ", kp.tokens(), "], got ", d.kv_valid);
+    VIDAX_INTERNAL_ERROR(kWhat, ": kv_valid must be in [0, ", kp.tokens(), "], got ", d.kv_valid);
   if (!std::isfinite(d.scale) || d.scale == 0.0f)
-    throw_input_error(kWhat, ": scale must be finite and non-zero, got ", d.scale);
+    VIDAX_INTERNAL_ERROR(kWhat, ": scale must be finite and non-zero, got ", d.scale);
   if (mask.heads() != d.heads || mask.q_blocks() != qp.blocks() || mask.k_blocks() != kp.blocks())
-    throw_input_error(kWhat, ": mask is ", mask.heads(), " heads x ", mask.q_blocks(), " x ",
-                      mask.k_blocks(), " blocks, expected ", d.heads, " x ", qp.blocks(), " x ",
-                      kp.blocks());
-  if (!mask.rows_built()) throw_input_error(kWhat, ": mask rows not built (call build_rows())");
-  if (!q || !k || !v || !out) throw_input_error(kWhat, ": null q, k, v or out pointer");
+    VIDAX_INTERNAL_ERROR(kWhat, ": mask is ", mask.heads(), " heads x ", mask.q_blocks(), " x ",
+                         mask.k_blocks(), " blocks, expected ", d.heads, " x ", qp.blocks(), " x ",
+                         kp.blocks());
+  if (!mask.rows_built()) VIDAX_INTERNAL_ERROR(kWhat, ": mask rows not built (call build_rows())");
+  if (!q || !k || !v || !out) VIDAX_INTERNAL_ERROR(kWhat, ": null q, k, v or out pointer");
   check_row_map("output", o.rows, o.heads, o.dest_heads, o.stride, qp.tokens(), d);
   if (in.rows && qp.tokens() != kp.tokens())
-    throw_input_error(kWhat, ": input rows need query and key blocks over the same tokens, got ",
-                      qp.tokens(), " and ", kp.tokens());
+    VIDAX_INTERNAL_ERROR(kWhat, ": input rows need query and key blocks over the same tokens, got ",
+                         qp.tokens(), " and ", kp.tokens());
   check_row_map("input", in.rows, in.heads, in.src_heads, in.stride, qp.tokens(), d);
   if (!predicate) {
     for (int64_t h = 0; h < mask.heads(); ++h)
       for (int64_t qb = 0; qb < mask.q_blocks(); ++qb)
         for (const uint8_t b : mask.row(h, qb).boundary)
-          if (b) throw_input_error(kWhat, ": the mask has BOUNDARY tiles but no predicate");
+          if (b) VIDAX_INTERNAL_ERROR(kWhat, ": the mask has BOUNDARY tiles but no predicate");
   }
 }
 
@@ -88,8 +89,8 @@ void block_sparse_attention_bf16(AttentionBf16Kernel kernel, const BFloat16* q, 
                                  const BlockSparseOutput& o, const BlockSparseInput& in) {
   validate(q, k, v, out, q_blocks, k_blocks, mask, predicate, d, o, in);
   if (!flash_attention_bf16_available(kernel))
-    throw_input_error("block-sparse attention: bf16 kernel #", static_cast<int>(kernel),
-                      " is not available on this machine (", flash_attention_target(), ")");
+    VIDAX_INTERNAL_ERROR("block-sparse attention: bf16 kernel #", static_cast<int>(kernel),
+                         " is not available on this machine (", flash_attention_target(), ")");
   if (kernel == AttentionBf16Kernel::kAuto) kernel = auto_bf16_attention_kernel();
   detail::block_sparse_dispatch(static_cast<int>(kernel), q, k, v, out, q_blocks, k_blocks, mask,
                                 predicate, d, o, in);

@@ -14,7 +14,6 @@ constexpr int64_t kSumChunks = 16;  // fixed partial sums of x^2: thread-count i
 
 #define VIDAX_REUSE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
-inline float value(const float* p, int64_t i) { return p[i]; }
 inline float value(const BFloat16* p, int64_t i) { return bf16_to_f32(p[i].bits); }
 
 // One row's groups: moved flags, ref update, delta; adds x^2 into acc [k]. Returns still groups.

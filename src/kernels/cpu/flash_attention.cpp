@@ -618,14 +618,14 @@ void block_sparse_dispatch(int kernel, const void* q, const void* k, const void*
 }  // namespace detail
 
 void validate_attention_dims(const AttentionDims& d) {
-  if (d.q_len < 0) throw_input_error("attention: q_len must be >= 0, got ", d.q_len);
-  if (d.kv_len < 1) throw_input_error("attention: kv_len must be >= 1, got ", d.kv_len);
+  if (d.q_len < 0) VIDAX_INTERNAL_ERROR("attention: q_len must be >= 0, got ", d.q_len);
+  if (d.kv_len < 1) VIDAX_INTERNAL_ERROR("attention: kv_len must be >= 1, got ", d.kv_len);
   if (d.kv_valid < 1 || d.kv_valid > d.kv_len) {
-    throw_input_error("attention: kv_valid must be in [1, kv_len=", d.kv_len, "], got ",
-                      d.kv_valid);
+    VIDAX_INTERNAL_ERROR("attention: kv_valid must be in [1, kv_len=", d.kv_len, "], got ",
+                         d.kv_valid);
   }
-  if (d.heads < 1) throw_input_error("attention: heads must be >= 1, got ", d.heads);
-  if (d.head_dim < 1) throw_input_error("attention: head_dim must be >= 1, got ", d.head_dim);
+  if (d.heads < 1) VIDAX_INTERNAL_ERROR("attention: heads must be >= 1, got ", d.heads);
+  if (d.head_dim < 1) VIDAX_INTERNAL_ERROR("attention: head_dim must be >= 1, got ", d.head_dim);
   const int64_t row = d.heads * d.head_dim;
   const struct {
     const char* name;
@@ -636,20 +636,20 @@ void validate_attention_dims(const AttentionDims& d) {
                  {"out_stride", d.out_stride, d.q_len}};
   for (const auto& s : strides) {
     if (s.rows > 1 && s.stride < row) {
-      throw_input_error("attention: ", s.name, " must be >= heads*head_dim=", row, ", got ",
-                        s.stride);
+      VIDAX_INTERNAL_ERROR("attention: ", s.name, " must be >= heads*head_dim=", row, ", got ",
+                           s.stride);
     }
   }
-  if (!std::isfinite(d.scale)) throw_input_error("attention: scale must be finite");
+  if (!std::isfinite(d.scale)) VIDAX_INTERNAL_ERROR("attention: scale must be finite");
   if (d.kv_last_repeat < 1)
-    throw_input_error("attention: kv_last_repeat must be >= 1, got ", d.kv_last_repeat);
+    VIDAX_INTERNAL_ERROR("attention: kv_last_repeat must be >= 1, got ", d.kv_last_repeat);
   if (d.kv_last_repeat > 1 && d.scale == 0.0f)
-    throw_input_error("attention: kv_last_repeat > 1 needs a non-zero scale");
+    VIDAX_INTERNAL_ERROR("attention: kv_last_repeat > 1 needs a non-zero scale");
 }
 
 namespace {
 void check_pointers(const void* q, const void* k, const void* v, const void* out) {
-  if (!q || !k || !v || !out) throw_input_error("attention: null q, k, v or out pointer");
+  if (!q || !k || !v || !out) VIDAX_INTERNAL_ERROR("attention: null q, k, v or out pointer");
 }
 }  // namespace
 
@@ -675,8 +675,8 @@ void flash_attention_bf16(AttentionBf16Kernel kernel, const BFloat16* q, const B
   validate_attention_dims(d);
   check_pointers(q, k, v, out);
   if (!flash_attention_bf16_available(kernel)) {
-    throw_input_error("attention: bf16 kernel #", static_cast<int>(kernel),
-                      " is not available on this machine (", flash_attention_target(), ")");
+    VIDAX_INTERNAL_ERROR("attention: bf16 kernel #", static_cast<int>(kernel),
+                         " is not available on this machine (", flash_attention_target(), ")");
   }
   if (d.q_len == 0) return;
   HWY_DYNAMIC_DISPATCH(FlashBf16)(static_cast<int>(kernel), q, k, v, out, d);

@@ -15,20 +15,21 @@ namespace {
 void check_common(int64_t tokens, int64_t total_heads, int64_t head_dim, int64_t stride,
                   std::span<const int32_t> perm, std::span<const int64_t> heads, const char* what) {
   if (tokens < 0 || total_heads < 1 || head_dim < 1)
-    throw_input_error(what, ": expected tokens >= 0, heads >= 1 and head_dim >= 1, got ", tokens,
-                      ", ", total_heads, ", ", head_dim);
+    VIDAX_INTERNAL_ERROR(what, ": expected tokens >= 0, heads >= 1 and head_dim >= 1, got ", tokens,
+                         ", ", total_heads, ", ", head_dim);
   if (stride < total_heads * head_dim)
-    throw_input_error(what, ": row stride ", stride,
-                      " is shorter than heads*head_dim = ", total_heads * head_dim);
+    VIDAX_INTERNAL_ERROR(what, ": row stride ", stride,
+                         " is shorter than heads*head_dim = ", total_heads * head_dim);
   if (!perm.empty() && static_cast<int64_t>(perm.size()) != tokens)
-    throw_input_error(what, ": permutation has ", perm.size(), " entries for ", tokens, " tokens");
+    VIDAX_INTERNAL_ERROR(what, ": permutation has ", perm.size(), " entries for ", tokens,
+                         " tokens");
   for (const int32_t p : perm)
     if (p < 0 || p >= tokens)
-      throw_input_error(what, ": permutation entry ", p, " outside [0, ", tokens, ")");
-  if (heads.empty()) throw_input_error(what, ": empty head list");
+      VIDAX_INTERNAL_ERROR(what, ": permutation entry ", p, " outside [0, ", tokens, ")");
+  if (heads.empty()) VIDAX_INTERNAL_ERROR(what, ": empty head list");
   for (const int64_t h : heads)
     if (h < 0 || h >= total_heads)
-      throw_input_error(what, ": head ", h, " outside [0, ", total_heads, ")");
+      VIDAX_INTERNAL_ERROR(what, ": head ", h, " outside [0, ", total_heads, ")");
 }
 
 // (first group head, count) of each run of consecutive model heads: rows are copied a run at a
@@ -50,7 +51,7 @@ void gather(const Rows& src, std::span<const int32_t> perm, std::span<const int6
   using S = std::remove_cv_t<std::remove_pointer_t<decltype(src.data)>>;
   check_common(src.tokens, src.heads, src.head_dim, src.stride, perm, heads, "gather_token_heads");
   if (src.tokens > 0 && (src.data == nullptr || dst == nullptr))
-    throw_input_error("gather_token_heads: null source or destination");
+    VIDAX_INTERNAL_ERROR("gather_token_heads: null source or destination");
   const int64_t gh = static_cast<int64_t>(heads.size()), hd = src.head_dim;
   const auto runs = head_runs(heads);
 #pragma omp parallel for schedule(static)
@@ -88,7 +89,7 @@ void scatter_token_heads(const float* src, int64_t tokens, int64_t head_dim,
                          int64_t dst_stride, int64_t dst_heads) {
   check_common(tokens, dst_heads, head_dim, dst_stride, perm, heads, "scatter_token_heads");
   if (tokens > 0 && (src == nullptr || dst == nullptr))
-    throw_input_error("scatter_token_heads: null source or destination");
+    VIDAX_INTERNAL_ERROR("scatter_token_heads: null source or destination");
   const int64_t gh = static_cast<int64_t>(heads.size());
   const auto runs = head_runs(heads);
 #pragma omp parallel for schedule(static)

@@ -52,7 +52,7 @@ std::string clip_official_to_transformers(const std::string& official) {
   const std::string rest = official.substr(dot + 1);
   for (const auto& [from, to] : block_renames())
     if (rest.starts_with(from))
-      return "vision_model.encoder.layers." + index + "." + to + rest.substr(from.size());
+      return str_cat("vision_model.encoder.layers.", index, ".", to, rest.substr(from.size()));
   return official;
 }
 

@@ -163,7 +163,7 @@ std::function<std::optional<Fp8Tensor>(const std::string&)> shared_fp8_loader(
       [ck = std::move(ck), load = std::move(load)](const std::string& name) { return load(name); };
 }
 
-WanDit open_dit(std::shared_ptr<const DitCheckpoint> ck, Precision precision,
+WanDit open_dit(const std::shared_ptr<const DitCheckpoint>& ck, Precision precision,
                 const ExecContext& ctx, int64_t weights_budget, bool keep_fp8) {
   WeightResidency residency;
   residency.budget_bytes = weights_budget;

@@ -65,7 +65,7 @@ std::function<std::optional<Fp8Tensor>(const std::string&)> shared_fp8_loader(
 // `weights_budget` > 0 the blocks beyond it streamed from `ck` (kept open by the model), and with
 // `keep_fp8` fp8 weights kept fp8 (dit.h WeightResidency). The one way commands build a DiT
 // from a checkpoint.
-WanDit open_dit(std::shared_ptr<const DitCheckpoint> ck, Precision precision,
+WanDit open_dit(const std::shared_ptr<const DitCheckpoint>& ck, Precision precision,
                 const ExecContext& ctx, int64_t weights_budget, bool keep_fp8);
 
 }  // namespace vidax::wan

@@ -80,7 +80,7 @@ std::string t5_official_to_transformers(const std::string& official) {
   const std::string index = official.substr(7, dot - 7);
   const std::string rest = official.substr(dot + 1);
   for (const auto& [from, to] : block_renames())
-    if (rest == from) return "encoder.block." + index + "." + to;
+    if (rest == from) return str_cat("encoder.block.", index, ".", to);
   return official;
 }
 

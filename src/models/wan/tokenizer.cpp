@@ -335,7 +335,7 @@ Tokenizer Tokenizer::open(const std::string& path) {
       if (name != "spiece_model" && !name.ends_with(".spiece_model")) continue;
       const Tensor t = src.tensor(name).contiguous();
       const std::string bytes(static_cast<const char*>(t.raw_data()), t.nbytes());
-      return from_serialized(bytes, path + " (" + name + ")");
+      return from_serialized(bytes, str_cat(path, " (", name, ")"));
     }
     throw_input_error(path, ": this safetensors file embeds no 'spiece_model' tokenizer",
                       json_hint);

@@ -308,7 +308,9 @@ Frames VaeStage::forward(Frames x, const RunCtx& ctx, bool encoder) {
   if (shortcut_s == 0) return h;
   Frames s = Frames::make(h.t, h.h, h.w, out);
   if (encoder) {
-    const int64_t pad = (shortcut_t - x.t % shortcut_t) % shortcut_t;
+    // x was moved above only when shortcut_s == 0 (returned already).
+    const int64_t pad =
+        (shortcut_t - x.t % shortcut_t) % shortcut_t;  // NOLINT(bugprone-use-after-move)
     VIDAX_CHECK((x.t + pad) / shortcut_t == h.t, "AvgDown3D frames ", x.t, " -> ", h.t);
     avg_down3d(x.data.data(), s.data.data(), x.t, x.h, x.w, in, out, shortcut_t, shortcut_s, pad);
   } else {

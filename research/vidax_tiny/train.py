@@ -2,7 +2,7 @@
 """Trains the vidax-tiny family on the synthetic world and exports it in the official Wan 2.1
 layout (docs/vidax-tiny.md).
 
-    /usr/bin/python3 tools/vidax_tiny/train.py all --work WORK --out models/vidax-tiny
+    /usr/bin/python3 research/vidax_tiny/train.py all --work WORK --out models/vidax-tiny
 
 Phases (each resumable; `all` runs the missing ones in order, a phase whose result exists is
 skipped, an interrupted training phase continues from its last checkpoint):

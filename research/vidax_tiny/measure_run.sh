@@ -10,7 +10,7 @@
 #   OUT/eval.json          vidax eval, the 48-clip suite from pure noise
 #   OUT/strip.png          vidax demo's frame strip of the default caption
 #
-#   tools/vidax_tiny/measure_run.sh WORK OUT LAYOUT [--raw] [--set KEY=VALUE ...]
+#   research/vidax_tiny/measure_run.sh WORK OUT LAYOUT [--raw] [--set KEY=VALUE ...]
 #
 # --raw measures the trained weights instead of their moving average (a fork whose average
 # still holds mostly the old run's weights).
@@ -30,15 +30,15 @@ py=/usr/bin/python3
 mkdir -p "$out"
 rm -rf "$out/model"
 cp "$work/dit_ckpt.pt" "$out/measured_ckpt.pt"
-$py tools/vidax_tiny/train.py export --from-checkpoint "$out/measured_ckpt.pt" $raw --work "$work" \
+$py research/vidax_tiny/train.py export --from-checkpoint "$out/measured_ckpt.pt" $raw --work "$work" \
     --out "$out/model" --set dit_layout="$layout" "$@" > "$out/export.log" 2>&1 \
     || { cat "$out/export.log" >&2; exit 1; }
 cat "$out/export.log"
-$py tools/vidax_tiny/probe.py x0 "$work" "$out/measured_ckpt.pt" $raw --set dit_layout="$layout" "$@" \
+$py research/vidax_tiny/probe.py x0 "$work" "$out/measured_ckpt.pt" $raw --set dit_layout="$layout" "$@" \
     > "$out/probe.txt"
-$py tools/vidax_tiny/probe.py words "$work" "$out/measured_ckpt.pt" $raw --set dit_layout="$layout" "$@" \
+$py research/vidax_tiny/probe.py words "$work" "$out/measured_ckpt.pt" $raw --set dit_layout="$layout" "$@" \
     > "$out/words.txt"
-$py tools/vidax_tiny/finish_probe.py --model "$out/model" --layout "$layout" --sigmas 0.5,0.75,0.9 \
+$py research/vidax_tiny/finish_probe.py --model "$out/model" --layout "$layout" --sigmas 0.5,0.75,0.9 \
     --count 16 --score-clip build/vidax-tiny-score/score_clip > "$out/finish.txt"
 build/release/vidax --threads 1 eval --model "$out/model" --json --quiet --no-cache > "$out/eval.json"
 build/release/vidax --threads 1 demo --model "$out/model" --strip "$out/strip.png" -o "$out/demo.mp4" \

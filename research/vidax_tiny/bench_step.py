@@ -8,7 +8,7 @@ flow-matching loss, backward, gradient clipping and AdamW, on random latents and
 DiT's CONFIG size. The two forms alternate, ROUNDS times; each times STEPS steps after 3 warm-up
 steps. No WORK is needed. One thread, as training runs:
 
-    OMP_NUM_THREADS=1 /usr/bin/python3 tools/vidax_tiny/bench_step.py [--frames 1] [--batch 16]
+    OMP_NUM_THREADS=1 /usr/bin/python3 research/vidax_tiny/bench_step.py [--frames 1] [--batch 16]
         [--rounds 3] [--steps 10] [--set KEY=VALUE ...]
 
 --frames 1 is a still (256 tokens at 256x256), 5 a 17-frame clip (1,280 tokens).

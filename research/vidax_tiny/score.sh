@@ -1,13 +1,13 @@
 #!/bin/sh
 # Generates a few clips with vidax-tiny and scores them with the synthetic world's analyzer
 # (a stop-gap until `vidax eval`). Run from the repository root after building vidax (release).
-# Usage: tools/vidax_tiny/score.sh [OUTDIR] [STEPS]
+# Usage: research/vidax_tiny/score.sh [OUTDIR] [STEPS]
 set -e
 out=${1:-build/vidax-tiny-score}
 steps=${2:-20}
 mkdir -p "$out"
 b=build/release
-g++ -std=c++20 -O2 -fopenmp -Isrc tools/vidax_tiny/score_clip.cpp -o "$out/score_clip" \
+g++ -std=c++20 -O2 -fopenmp -Isrc research/vidax_tiny/score_clip.cpp -o "$out/score_clip" \
   $b/libvidax_synth.a $b/libvidax_io.a $b/libvidax_core.a -lhwy -lz
 i=0
 while read -r prompt; do

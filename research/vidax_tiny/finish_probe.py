@@ -4,7 +4,7 @@ synthetic clips are encoded by the model's own VAE, noised to sigma S (x_S = (1 
 denoised by Euler with classifier-free guidance from S to 0, decoded and scored against their own
 captions by `score_clip` (built by score.sh), as `vidax eval` scores generations from pure noise.
 
-    OMP_NUM_THREADS=1 tools/vidax_tiny/finish_probe.py --model models/vidax-tiny \
+    OMP_NUM_THREADS=1 research/vidax_tiny/finish_probe.py --model models/vidax-tiny \
         --score-clip build/vidax-tiny-score/score_clip [--sigmas 0.9,0.75] [--count 16] \
         [--layout random|canonical|large] [--ask-shape circle|square|triangle]
 

@@ -10,7 +10,7 @@ float32 [3, F, H, W] with v -> (v - 127.5) / 127.5, exactly as vidax's render() 
     text = ds.caption(0)
 
 Self-test (writes a small dataset with the vidax binary and checks it):
-    /usr/bin/python3 tools/vidax_tiny/dataset.py --self-test build/release/vidax
+    /usr/bin/python3 research/vidax_tiny/dataset.py --self-test build/release/vidax
 """
 import json
 import os

@@ -2,7 +2,7 @@
 # Seconds per DiT training step with one process and with `--procs N` (docs/vidax-tiny.md),
 # side by side: both continue WORK's checkpoint for 30 steps in scratch copies of WORK (WORK
 # itself is not touched), alternating, ROUNDS times; steps 6-30 are timed (the first 5 warm up).
-# Usage: tools/vidax_tiny/bench_procs.sh WORK N ROUNDS [--set KEY=VALUE ...]   (from the repo
+# Usage: research/vidax_tiny/bench_procs.sh WORK N ROUNDS [--set KEY=VALUE ...]   (from the repo
 # root; the --set values must be WORK's run's own, as for measure_run.sh; stop WORK's trainer
 # first, the benchmark needs the cores)
 set -eu
@@ -33,7 +33,7 @@ while [ "$round" -le "$rounds" ]; do
   for n in 1 "$procs"; do
     cp "$ckpt" "$tmp/p$n/dit_ckpt.pt"
     rm -f "$tmp/p$n/dit.pt"
-    OMP_NUM_THREADS=1 $py tools/vidax_tiny/train.py dit --work "$tmp/p$n" "$@" \
+    OMP_NUM_THREADS=1 $py research/vidax_tiny/train.py dit --work "$tmp/p$n" "$@" \
       --set dit_steps=$((start + 30)) --procs "$n" > "$tmp/p$n.log"
     echo "round $round, $n process(es): $(rate "$tmp/p$n") s/step"
   done

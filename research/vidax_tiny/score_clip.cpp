@@ -2,7 +2,7 @@
 // synthetic-world.md) until `vidax eval` exists. Reads raw RGB24 frames (as `ffmpeg -f rawvideo
 // -pix_fmt rgb24` writes them) and the caption, prints the per-attribute verdicts.
 //   score_clip FRAMES.rgb WIDTH HEIGHT "caption"
-// Built by tools/vidax_tiny/score.sh against the release libraries; not part of the build.
+// Built by research/vidax_tiny/score.sh against the release libraries; not part of the build.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""CTest check of the vidax-tiny training tools (tests/CMakeLists.txt, `tools.vidax_tiny`):
+"""CTest check of the vidax-tiny training tools (tests/CMakeLists.txt, `research.vidax_tiny`):
 
 1. `common.apply_overrides` (train.py / probe.py --set) converts to the entry's type, reaches
    model-dict keys, and refuses unknown or non-scalar keys;

@@ -447,7 +447,7 @@ def main():
         ap.error("score takes a checkpoint or --ground-truth")
     args.ckpt = args.run
     if (args.what in ("score", "words") or (args.what == "train" and args.every)) and not os.path.exists(args.score_clip):
-        ap.error(f"--score-clip {args.score_clip}: no such file (build it with tools/vidax_tiny/score.sh)")
+        ap.error(f"--score-clip {args.score_clip}: no such file (build it with research/vidax_tiny/score.sh)")
     if args.count < 1 or args.steps < 1 or args.every < 0 or args.batch < 1 or args.procs < 1:
         ap.error("--count, --steps, --batch and --procs must be positive, --every at least 0")
     apply_overrides(args.set)

@@ -3,7 +3,7 @@
 decoded by a trained vidax-tiny VAE (WORK/vae.pt) and each round trip is scored against its own
 caption by `score_clip` (built by score.sh). What a perfect DiT could reach through this VAE.
 
-    tools/vidax_tiny/vae_roundtrip.py --vae WORK/vae.pt --vidax build/release/vidax \
+    research/vidax_tiny/vae_roundtrip.py --vae WORK/vae.pt --vidax build/release/vidax \
         --score-clip build/vidax-tiny-score/score_clip [--count 24] [--seed 3000000] \
         [--layout random|canonical|large]
 

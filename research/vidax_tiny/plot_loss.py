@@ -2,7 +2,7 @@
 """Loss curves of a vidax-tiny run as a small PNG (numpy + zlib, no plotting library) and a
 downsampled CSV for docs/vidax-tiny.md.
 
-    /usr/bin/python3 tools/vidax_tiny/plot_loss.py WORK docs/img/vidax-tiny-loss.png docs/img/vidax-tiny-loss.csv
+    /usr/bin/python3 research/vidax_tiny/plot_loss.py WORK docs/img/vidax-tiny-loss.png docs/img/vidax-tiny-loss.csv
 
 Left panel VAE, right panel DiT (a phase without its WORK/<phase>_loss.csv is left out): x = training step (linear, 0..last), y = log10 loss, grey =
 every step, dark = moving average over 25 steps. Horizontal grid lines at every power of ten

@@ -3,7 +3,7 @@
 on the exported vidax-tiny files, for tests/models/vidax_tiny_parity_test.cpp to compare with
 vidax (same inputs, fixture tolerances).
 
-    OMP_NUM_THREADS=1 /usr/bin/python3 tools/vidax_tiny/parity.py [--model models/vidax-tiny]
+    OMP_NUM_THREADS=1 /usr/bin/python3 research/vidax_tiny/parity.py [--model models/vidax-tiny]
 
 Tensors (names as in the fixtures, so `vidax run dit` / `vidax run vae-decode` take the file):
   DiT  x [16, 3, 16, 16], t [1], context [L, 64] (unpadded T5 rows), seq_len I64 [1] -> out
@@ -60,7 +60,7 @@ def main():
         "x": x, "t": t, "context": context, "seq_len": torch.tensor([3 * 8 * 8]), "out": out,
         "z": z, "scale_mean": mean, "scale_inv_std": inv_std, "dec_out": dec,
         "ids": ids, "mask": mask, "t5_out": t5_out,
-    }, metadata={"source": "tools/vidax_tiny/parity.py", "model": "models/vidax-tiny",
+    }, metadata={"source": "research/vidax_tiny/parity.py", "model": "models/vidax-tiny",
                  "prompt": PROMPT})
     print(f"wrote {args.out}: out |max| {out.abs().max():.3f}, dec_out |max| {dec.abs().max():.3f}, "
           f"t5_out |max| {t5_out.abs().max():.3f}")
