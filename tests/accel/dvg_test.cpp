@@ -231,14 +231,7 @@ TEST(Dvg, ChoiceFollowsTheThresholds) {
 
 TEST(Dvg, BadSpecsNameTheOption) {
   const RunInfo run = tiny::tiny_run_info(10);
-  auto message = [&](const std::string& spec, const RunInfo& info) {
-    try {
-      (void)make_step_method(spec, info);
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  const auto message = tiny::spec_error;
   EXPECT_NE(message("dvg:mode=fast", run).find("mode='fast'"), std::string::npos);
   EXPECT_NE(message("dvg:switch=1", run).find("switch"), std::string::npos);
   EXPECT_NE(message("dvg:scale=0", run).find("scale"), std::string::npos);

@@ -147,14 +147,7 @@ TEST(Kaleido, ReusesOnTheTinyModelAndReportsPerLayer) {
 }
 
 TEST(Kaleido, BadSpecsNameTheOption) {
-  auto message = [](const std::string& spec, const RunInfo& run) {
-    try {
-      (void)make_step_method(spec, run);
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  const auto message = tiny::spec_error;
   const RunInfo run = tiny::tiny_run_info(4);
   EXPECT_NE(message("kaleido:thresh=-1", run).find("thresh"), std::string::npos);
   EXPECT_NE(message("kaleido:exec=gpu", run).find("exec='gpu'"), std::string::npos);

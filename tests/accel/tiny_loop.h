@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "accel/step_method.h"
+#include "core/error.h"
 #include "io/safetensors.h"
 #include "models/wan/dit_checkpoint.h"
 #include "pipeline/denoise.h"
@@ -58,6 +59,16 @@ inline std::vector<Tensor> tiny_loop_latents(StepMethod* method, int steps,
           l.io.tensor("seq_len").data<int64_t>()[0], opt,
           [&](const DenoiseStep& s) { latents.push_back(s.latent.clone()); });
   return latents;
+}
+
+// The InputError message make_step_method(spec, run) raises, or "no error".
+inline std::string spec_error(const std::string& spec, const RunInfo& run) {
+  try {
+    (void)make_step_method(spec, run);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
 }
 
 }  // namespace vidax::accel::tiny
