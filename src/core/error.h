@@ -28,6 +28,13 @@ class JobInputError : public InputError {
   using InputError::InputError;
 };
 
+// A run stopped because its caller asked it to (a cancelled server job, Ctrl-C in Python): not
+// an error of the input nor of vidax.
+class Cancelled : public std::runtime_error {
+ public:
+  explicit Cancelled(const std::string& message) : std::runtime_error(message) {}
+};
+
 class InternalError : public std::logic_error {
  public:
   explicit InternalError(const std::string& message) : std::logic_error(message) {}

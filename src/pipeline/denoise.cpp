@@ -2,6 +2,7 @@
 
 #include <array>
 #include <chrono>
+#include <utility>
 
 #include "accel/step_method.h"
 #include "dist/mesh.h"
@@ -95,10 +96,25 @@ Tensor denoise_loop(const std::function<StepModel(int64_t)>& model_for, const Te
                 " branches, run with ", scheduler->steps(), " x ", branches);
   wan::WanDit* hooked = nullptr;  // the model the method's block hook is installed on
   int hooked_expert = -1;         // and which expert it is (a new expert may reuse the address)
+  // The hooks come off however the loop ends (a cancelled run throws from on_step), so a model
+  // kept for the next video (pipeline/resident_models.h) never calls into a finished method.
+  struct Unhook {
+    wan::WanDit*& model;
+    bool kv_store;
+    ~Unhook() {
+      if (model == nullptr) return;
+      model->set_block_hook(nullptr);
+      model->set_linear_hook(nullptr);
+      if (kv_store) model->set_kv_store(false);
+    }
+  } unhook{hooked, method != nullptr && method->needs_kv_store()};
   for (int i = 0; i < scheduler->steps(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t t = scheduler->timesteps()[static_cast<size_t>(i)];
+    // (an expert change destroys the previous expert inside model_for: not touched again)
+    wan::WanDit* const previous = std::exchange(hooked, nullptr);
     const StepModel m = model_for(t);
+    if (m.expert == hooked_expert) hooked = previous;
     if (method != nullptr && m.expert != hooked_expert) {
       if (hooked != nullptr) method->on_model_change();
       m.model->set_block_hook(method->block_hook());
@@ -164,11 +180,6 @@ Tensor denoise_loop(const std::function<StepModel(int64_t)>& model_for, const Te
   }
   VIDAX_CHECK(accel::grid_of(latent) == full_grid, "step method ",
               method != nullptr ? method->name() : "", " ended the run on a reduced grid");
-  if (hooked != nullptr) {
-    hooked->set_block_hook(nullptr);
-    hooked->set_linear_hook(nullptr);
-    if (method->needs_kv_store()) hooked->set_kv_store(false);
-  }
   return latent;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "core/error.h"
 #include "core/thread_scratch.h"
@@ -48,6 +49,10 @@ double peak_rss_bytes() {
   return static_cast<double>(ru.ru_maxrss) * 1024.0;
 }
 
+void stop_if_cancelled(const GenerateOptions& o) {
+  if (o.cancelled && o.cancelled()) throw Cancelled("the generation was cancelled");
+}
+
 std::string precision_name(wan::Precision p) {
   return p == wan::Precision::kBF16 ? "bf16" : "fp32";
 }
@@ -82,13 +87,21 @@ void encode_text(const GenerateOptions& o, const GenerationPlan& plan,
   if (encoder) {
     const int64_t total = (branch != 1 ? n : 0) + (branch != 0 ? 1 : 0);
     progress.begin_phase("encode text", static_cast<int>(total), "prompt");
-    const auto tokenizer = wan::Tokenizer::open(plan.files.tokenizer);
-    const auto ck = wan::T5Checkpoint::open(plan.files.t5);
-    wan::T5Encoder t5(ck.config(), ck.loader(), o.precision, o.ctx);
-    ck.source().release_resident_pages();
+    std::optional<wan::Tokenizer> own_tokenizer;
+    std::optional<wan::T5Encoder> own_t5;
+    if (!o.resident) {
+      own_tokenizer.emplace(wan::Tokenizer::open(plan.files.tokenizer));
+      const auto ck = wan::T5Checkpoint::open(plan.files.t5);
+      own_t5.emplace(ck.config(), ck.loader(), o.precision, o.ctx);
+      ck.source().release_resident_pages();
+    }
+    const wan::Tokenizer& tokenizer =
+        o.resident ? o.resident->tokenizer(plan.files.tokenizer) : *own_tokenizer;
+    wan::T5Encoder& t5 = o.resident ? o.resident->t5(plan.files.t5, o.precision, o.ctx) : *own_t5;
     int done = 0;
     if (branch != 1) {
       for (size_t i = 0; i < items.size(); ++i) {
+        stop_if_cancelled(o);
         const auto t = Clock::now();
         contexts[i] = t5.encode(tokenizer.encode(items[i].prompt, plan.prompt_tokens));
         progress.tick(++done, seconds_since(t));
@@ -96,6 +109,7 @@ void encode_text(const GenerateOptions& o, const GenerationPlan& plan,
     }
     // The reference always encodes and runs the negative branch, whatever the guide scale.
     if (branch != 0) {
+      stop_if_cancelled(o);
       const auto t = Clock::now();
       context_null = t5.encode(tokenizer.encode(negative, plan.prompt_tokens));
       progress.tick(++done, seconds_since(t));
@@ -274,9 +288,18 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
                          o.attention_diagnostics);
       return dit;
     };
-    std::unique_ptr<wan::WanDit> dit;
-    if (!plan.two_experts) dit = make_dit(plan.files.dit);
+    std::unique_ptr<wan::WanDit> own_dit;
+    wan::WanDit* dit = nullptr;
+    if (!plan.two_experts && o.resident) {
+      dit = &o.resident->dit(plan.files.dit, o.precision, o.ctx, o.weights_budget, o.keep_fp8);
+      dit->set_attention(attention->name() == "dense" ? nullptr : attention,
+                         o.attention_diagnostics);
+    } else if (!plan.two_experts) {
+      own_dit = make_dit(plan.files.dit);
+      dit = own_dit.get();
+    }
     for (size_t i = 0; i < n; ++i) {
+      stop_if_cancelled(o);
       GenerationResult& r = results[i];
       const auto t0 = Clock::now();
       const Tensor noise =
@@ -290,6 +313,7 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
       denoise_options.accel = method.get();
       double step_seconds = 0;
       auto on_step = [&](const DenoiseStep& s) {
+        stop_if_cancelled(o);
         step_seconds += s.seconds;
         progress.tick(s.index + 1, s.seconds);
         if (plan.two_experts) ++r.expert_steps[static_cast<size_t>(s.expert)];
@@ -324,12 +348,17 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
   // mesh a tiled decode deals its tiles to every rank; an untiled one runs on rank 0 alone.
   const bool share_decode = mesh != nullptr && mesh->world().size() > 1 && o.vae_tile > 0 &&
                             (o.vae_tile < g.height || o.vae_tile < g.width);  // several tiles
-  std::unique_ptr<wan::WanVae> vae;
-  if (output_rank || share_decode) {
+  stop_if_cancelled(o);
+  std::unique_ptr<wan::WanVae> own_vae;
+  wan::WanVae* vae = nullptr;
+  if (o.resident && (output_rank || share_decode)) {
+    vae = &o.resident->vae_decoder(plan.files.vae, o.vae_precision);
+  } else if (output_rank || share_decode) {
     const auto ck = wan::VaeCheckpoint::open(plan.files.vae);
-    vae = std::make_unique<wan::WanVae>(ck.config(), ck.loader(), o.vae_precision,
-                                        wan::VaeParts::kDecoder);
+    own_vae = std::make_unique<wan::WanVae>(ck.config(), ck.loader(), o.vae_precision,
+                                            wan::VaeParts::kDecoder);
     ck.source().release_resident_pages();
+    vae = own_vae.get();
   }
   json hashes;
   for (size_t i = 0; i < n; ++i) {
@@ -351,6 +380,7 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
       vae->decode(
           latents[i],
           [&](const Tensor& frames) {  // [3, n, H, W]
+            stop_if_cancelled(o);
             if (writer) writer->write(frames);
             r.frames += frames.dim(1);
             if (o.on_frames) o.on_frames(frames);
@@ -363,13 +393,10 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
       latents[i] = Tensor();
     }
     r.total_seconds = seconds_since(t_start);
-    if (!write_video) {
-      r.output.clear();
-      r.sidecar.clear();
-      continue;
-    }
+    if (!output_rank) continue;
 
-    // 5. Sidecar to a temporary, then the video and the sidecar are renamed into place.
+    // 5. The sidecar; when there is a video, to a temporary, then the video and the sidecar are
+    // renamed into place.
     if (o.hash_models && hashes.is_null()) {
       hashes = json::object();
       if (progress.enabled())
@@ -437,6 +464,12 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
           {"total_seconds", r.total_seconds}}},
         {"peak_rss_bytes", peak_rss_bytes()},
         {"command", o.command_line}};
+    r.sidecar_json = sidecar;
+    if (!write_video) {
+      r.output.clear();
+      r.sidecar.clear();
+      continue;
+    }
     const std::string sidecar_tmp = temp_path_for(r.sidecar);
     TempPathGuard guard = TempPathGuard::file(sidecar_tmp);
     // Invalid UTF-8 in a prompt or path becomes U+FFFD rather than failing a finished run.

@@ -58,6 +58,7 @@ void Progress::begin_phase(std::string name, int total, std::string unit) {
   in_phase_ = true;
   phase_start_ = now();
   last_plain_print_ = phase_start_;
+  notify(ProgressEvent::Kind::kBegin);
   if (!enabled_) return;
   if (options_.tty) {
     draw(status_line(false));
@@ -72,6 +73,7 @@ void Progress::tick(int done, double seconds_for_this_unit) {
   done_ = done;
   window_.push_back(seconds_for_this_unit);
   while (window_.size() > static_cast<size_t>(kWindow)) window_.pop_front();
+  notify(ProgressEvent::Kind::kTick, {}, seconds_for_this_unit);
   if (!enabled_) return;
   if (options_.tty) {
     draw(status_line(false));
@@ -99,15 +101,33 @@ void Progress::end_phase() {
     std::fflush(out_);
   }
   in_phase_ = false;
+  notify(ProgressEvent::Kind::kEnd);
 }
 
 void Progress::message(const std::string& text) {
+  notify(ProgressEvent::Kind::kMessage, text);
   if (out_ == nullptr) return;
   const bool redraw = enabled_ && options_.tty && in_phase_ && drawn_width_ > 0;
   if (redraw) clear_line();
   std::fprintf(out_, "%s\n", text.c_str());
   if (redraw) draw(status_line(false));
   std::fflush(out_);
+}
+
+void Progress::notify(ProgressEvent::Kind kind, const std::string& text, double unit_seconds) {
+  if (!listener_) return;
+  ProgressEvent e;
+  e.kind = kind;
+  e.phase = name_;
+  e.unit = unit_;
+  e.text = text;
+  e.done = done_;
+  e.total = total_;
+  e.seconds_per_unit = seconds_per_unit();
+  e.eta_seconds = eta_seconds();
+  e.elapsed_seconds = now() - phase_start_;
+  e.unit_seconds = unit_seconds;
+  listener_(e);
 }
 
 double Progress::seconds_per_unit() const {

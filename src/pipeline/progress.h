@@ -13,8 +13,19 @@
 #include <deque>
 #include <functional>
 #include <string>
+#include <utility>
 
 namespace vidax {
+
+// What a listener sees (Progress::set_listener): a phase began, a unit finished, a phase ended,
+// or a message line. done/total/seconds_per_unit/eta_seconds describe the phase at that moment.
+struct ProgressEvent {
+  enum class Kind { kBegin, kTick, kEnd, kMessage } kind = Kind::kTick;
+  std::string phase, unit, text;  // text: kMessage only
+  int done = 0, total = 0;
+  double seconds_per_unit = 0, eta_seconds = 0, elapsed_seconds = 0;
+  double unit_seconds = 0;  // kTick: the unit that just finished
+};
 
 struct ProgressOptions {
   bool tty = false;               // redraw one line with '\r'
@@ -34,6 +45,13 @@ class Progress {
 
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
+
+  // Called on every begin_phase, tick, end_phase and message, whether or not printing is
+  // enabled, on the thread that drives this Progress (a server's job record, a Python callback).
+  // It may throw (e.g. to cancel a run); the exception leaves the Progress call.
+  void set_listener(std::function<void(const ProgressEvent&)> listener) {
+    listener_ = std::move(listener);
+  }
 
   // isatty(stderr) || forced: the default for the CLI's progress on stderr.
   static bool should_enable(bool forced);
@@ -58,6 +76,7 @@ class Progress {
  private:
   std::string status_line(bool final) const;
   void draw(const std::string& line);
+  void notify(ProgressEvent::Kind kind, const std::string& text = {}, double unit_seconds = 0);
   void clear_line();
   double now() const;
 
@@ -74,6 +93,7 @@ class Progress {
   bool printed_since_begin_ = false;
   std::deque<double> window_;
   size_t drawn_width_ = 0;  // TTY: characters of the line currently on screen (0: none)
+  std::function<void(const ProgressEvent&)> listener_;
 };
 
 }  // namespace vidax

@@ -24,6 +24,7 @@
 #include "pipeline/model_defaults.h"
 #include "pipeline/model_files.h"
 #include "pipeline/progress.h"
+#include "pipeline/resident_models.h"
 #include "pipeline/video_request.h"
 #include "sparse/attention_policy.h"
 
@@ -80,6 +81,13 @@ struct GenerateOptions {
   std::vector<std::string> command_line;  // argv, recorded in the sidecar
   // Sees every chunk of decoded frames ([3, n, H, W] F32, raw) after the writer got it.
   std::function<void(const Tensor& frames)> on_frames;
+  // Models kept loaded across calls (pipeline/resident_models.h); null: each phase loads its
+  // model and releases it.
+  std::shared_ptr<ResidentModels> resident;
+  // Polled between units of work (each prompt encoded, each denoising step, each decoded chunk
+  // of frames) and before each phase: when it returns true the run stops by throwing Cancelled
+  // (core/error.h), leaving no output behind.
+  std::function<bool()> cancelled;
   // Threads and the device mesh (core/exec_context.h). Under a mesh every rank calls generate()
   // with the same options: the text is encoded once per CFG branch and broadcast, the DiT runs
   // split over the mesh, a tiled VAE decode deals its tiles to the ranks; world rank 0 alone
@@ -137,6 +145,8 @@ struct GenerationResult {
   wan::WeightStreamStats weight_stream;
   std::optional<accel::StepReport> accel;  // with a step method: what it ran
   std::array<int, 2> expert_steps{};       // two experts: steps run by the high / low-noise one
+  // What the sidecar file holds (also when no video is written); world rank 0 only.
+  nlohmann::json sidecar_json;
 };
 
 // Runs the plan for options.prompt, options.seed and options.output. The video and its sidecar

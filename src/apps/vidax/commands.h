@@ -30,8 +30,9 @@ void register_bench_accel(CLI::App* bench);      // cmd_bench_accel.cpp
 void register_bench_attention(CLI::App* bench);  // cmd_bench_attention.cpp
 void register_bench_comm(CLI::App* bench);       // cmd_bench_comm.cpp
 void register_synth(CLI::App& app);
-void register_calibrate(CLI::App& app);  // cmd_calibrate.cpp
-void register_eval(CLI::App& app);       // cmd_eval.cpp
+void register_calibrate(CLI::App& app);                     // cmd_calibrate.cpp
+void register_eval(CLI::App& app);                          // cmd_eval.cpp
+void register_serve(CLI::App& app, int argc, char** argv);  // cmd_serve.cpp
 
 // The shipped vidax-tiny folder: `flag` when set, else $VIDAX_TINY_MODEL, next to the build
 // folder, or ./models/vidax-tiny (cmd_demo.cpp). InputError when none exists.
