@@ -2,7 +2,7 @@
 # Builds the `fuzz` preset (clang, libFuzzer + ASan + UBSan) and fuzzes one parser for a bounded
 # time: `safetensors` (the safetensors header/offset validation) or `pth` (zip archive +
 # restricted unpickler + tensor checks) or `image` (the PNG / JPEG / WebP decoders of
-# image-to-video). Usage: scripts/fuzz.sh safetensors|pth|image [seconds=60]
+# image-to-video) or `serve` (the request bodies and job records of `vidax serve`). Usage: scripts/fuzz.sh safetensors|pth|image|serve [seconds=60]
 # A crash leaves its reproducer in build/fuzz/artifacts/; replay it with
 #   build/fuzz/fuzz/<target>_fuzz build/fuzz/artifacts/<crash-file>
 set -euo pipefail
@@ -19,12 +19,15 @@ case "$target" in
   image)
     label="image"; exe="image_fuzz"; dict="fuzz/image.dict"
     seed_files=(tests/data/wan_i2v/images/*); seed_exe="" ;;  # PIL-written PNG / JPEG / WebP
+  serve)
+    label="serve request"; exe="serve_request_fuzz"; dict="fuzz/serve_request.dict"
+    seed_files=(fuzz/corpus/serve_request/*); seed_exe="" ;;  # request bodies, a job record
   *)
-    echo "usage: $0 safetensors|pth|image [seconds > 0]" >&2
+    echo "usage: $0 safetensors|pth|image|serve [seconds > 0]" >&2
     exit 2 ;;
 esac
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [[ "$seconds" -eq 0 ]]; then
-  echo "usage: $0 safetensors|pth|image [seconds > 0]" >&2
+  echo "usage: $0 safetensors|pth|image|serve [seconds > 0]" >&2
   exit 2
 fi
 

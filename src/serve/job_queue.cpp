@@ -205,6 +205,15 @@ void JobQueue::finish(Entry& e, JobState state, const std::string& error) {
   json data = {{"status", job_state_name(state)}};
   if (!error.empty()) data["error"] = error;
   push_event(e, "status", std::move(data));
+  ended_.push_back(e.job.id);
+  while (ended_.size() > kFullEventLogs) {
+    std::vector<JobEvent>& old = jobs_.at(ended_.front()).events;
+    if (old.size() > 1) {
+      old.erase(old.begin(), old.end() - 1);  // the terminal status event stays
+      old.shrink_to_fit();
+    }
+    ended_.pop_front();
+  }
 }
 
 void JobQueue::shutdown() {

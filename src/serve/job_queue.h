@@ -11,7 +11,8 @@
 // queued again in their original order, a job found running (the server died under it) fails
 // with a message saying so; temporaries left by a killed process (`<id>....tmp.<pid>`) are
 // removed. shutdown() (or the destructor) stops the worker: a running job is interrupted and
-// queued again, so a restart runs it from the start.
+// queued again, so a restart runs it from the start. The event streams of the 64 most recently
+// ended jobs are kept whole; older ended jobs keep only their terminal event.
 //
 // Thread safety: every public method may be called from any thread.
 #pragma once
@@ -118,6 +119,11 @@ class JobQueue {
   std::condition_variable work_cv_;
   mutable std::condition_variable event_cv_;
   std::map<std::string, Entry> jobs_;
+  // Ended jobs, oldest first: the newest kFullEventLogs keep their whole event stream, older
+  // ones only their terminal event, so a long-lived server's memory does not grow per job by
+  // more than the job's record.
+  static constexpr size_t kFullEventLogs = 64;
+  std::deque<std::string> ended_;
   std::deque<std::string> queue_;
   std::string running_;
   std::atomic<bool> cancel_running_{false};

@@ -34,6 +34,17 @@ void send_json(httplib::Response& res, int status, const json& body) {
                   "application/json");
 }
 
+bool is_content_route(const std::string& path) {
+  return path.size() > 8 && path.compare(path.size() - 8, 8, "/content") == 0;
+}
+
+// Forgets the request's Range header (see the pre-routing handler). The Request object is the
+// server's own, not const; the handlers only see it through a const reference.
+void drop_ranges(const httplib::Request& req) {
+  const_cast<httplib::Request&>(req)
+      .ranges.clear();  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+}
+
 void send_error(httplib::Response& res, int status, const std::string& message,
                 const std::string& field = "") {
   json error = {{"message", message}, {"status", status}};
@@ -207,6 +218,7 @@ struct VideoServer::Impl {
 
   void get_content(const httplib::Request& req, const std::string& id, httplib::Response& res) {
     const std::optional<Job> job = queue->get(id);
+    if (!job || job->state != JobState::kSucceeded) drop_ranges(req);
     if (!job) return send_error(res, 404, "no video job " + id);
     if (job->state != JobState::kSucceeded)
       return send_error(
@@ -215,12 +227,16 @@ struct VideoServer::Impl {
     const fs::path path = file_of(job->video_file);
     std::error_code ec;
     const auto size = fs::file_size(path, ec);
-    if (ec) return send_error(res, 410, "the video file of " + id + " is gone");
+    if (ec) {
+      drop_ranges(req);
+      return send_error(res, 410, "the video file of " + id + " is gone");
+    }
     // A range that starts past the end: 416 with the size, as RFC 9110 asks.
     for (const auto& [first, last] : req.ranges)
       if ((first >= 0 && static_cast<uintmax_t>(first) >= size) || (first < 0 && last <= 0) ||
           (first >= 0 && last >= 0 && last < first)) {
         res.set_header("Content-Range", str_cat("bytes */", size));
+        drop_ranges(req);
         return send_error(res, 416, str_cat("range outside the video's ", size, " bytes"));
       }
     auto file = std::make_shared<std::ifstream>(path, std::ios::binary);
@@ -326,8 +342,11 @@ struct VideoServer::Impl {
     http.set_read_timeout(options.io_timeout_seconds, 0);
     http.set_write_timeout(options.io_timeout_seconds, 0);
     http.set_keep_alive_timeout(5);
-    http.new_task_queue = [] { return new httplib::ThreadPool(32); };
+    http.new_task_queue = [] { return new httplib::ThreadPool(16); };  // SSE streams hold one each
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      // cpp-httplib 0.11 cuts every routed response to the request's Range, error bodies too:
+      // only the content route serves ranges (and drops them itself before an error).
+      if (!is_content_route(req.path)) drop_ranges(req);
       if (req.path == "/" || req.path == "/healthz" || authorized(req))
         return httplib::Server::HandlerResponse::Unhandled;
       res.set_header("WWW-Authenticate", "Bearer");

@@ -2,6 +2,7 @@
 //   vidax serve --model DIR [--host 127.0.0.1] [--port 8080] [--output-dir DIR] [--max-queue N]
 // SIGINT / SIGTERM stop it gracefully (a running job is queued again for the next start); a
 // second signal exits at once, removing the running job's temporaries.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -159,6 +160,11 @@ void register_serve(CLI::App& app, int argc, char** argv) {
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR2}) sigaddset(&signals, sig);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     signal(SIGPIPE, SIG_IGN);  // a client that goes away must not end the server
+    // glibc gives each new thread that allocates its own arena, which keeps what it freed: with
+    // a pool of HTTP threads that is ~0.5 MiB of resident memory per thread that ever served a
+    // request. Four arenas keep the idle level flat (the models' and activations' buffers are
+    // large blocks outside the arenas either way).
+    mallopt(M_ARENA_MAX, 4);
 
     serve::VideoServer server(s);
     const int port = server.bind();
