@@ -368,7 +368,7 @@ struct VideoServer::Impl {
           return httplib::Server::HandlerResponse::Handled;
         }));
     http.set_exception_handler(
-        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        [](const httplib::Request&, httplib::Response& res, const std::exception_ptr& ep) {
           std::string what = "unknown exception";
           try {
             std::rethrow_exception(ep);
