@@ -17,6 +17,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <omp.h>
+
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,6 +29,7 @@
 #include "core/error.h"
 #include "core/exec_context.h"
 #include "io/video_writer.h"
+#include "kernels/cpu/kernel_choices.h"
 #include "pipeline/text_to_video.h"
 
 namespace py = pybind11;
@@ -84,6 +87,7 @@ class Pipeline {
     o.ctx = ExecContext::from_environment();
     if (threads > 0) o.ctx.threads = threads;
     o.hash_models = hash_models;
+    apply_exec_context(o.ctx);  // the kernel choices (process-wide) and the threads
     o.command_line = {"python", "vidax.Pipeline.from_pretrained", path};
     return std::make_unique<Pipeline>(std::move(o), keep_models);
   }
@@ -97,6 +101,7 @@ class Pipeline {
                   const std::string& last_image, const std::string& output, py::object callback) {
     std::lock_guard lock(mutex_);  // one video at a time per pipeline (its models are shared)
     GenerateOptions o = base_;
+    if (o.ctx.threads > 0) omp_set_num_threads(o.ctx.threads);  // this thread's OpenMP team
     if (prompt.find_first_not_of(" \t\r\n") == std::string::npos)
       throw_input_error("prompt: the prompt is empty");
     o.prompt = prompt;

@@ -104,6 +104,8 @@ class PipelineTest(unittest.TestCase):
             vidax.Pipeline.from_pretrained("/nowhere/model")
         with self.assertRaisesRegex(vidax.InputError, "precision"):
             vidax.Pipeline.from_pretrained(TINY, precision="fp64")
+        with self.assertRaisesRegex(vidax.InputError, "threads"):
+            vidax.Pipeline.from_pretrained(TINY, threads=-1)
         with self.assertRaises(TypeError):
             self.pipe(PROMPT)  # keyword arguments only, as diffusers' pipelines
 
