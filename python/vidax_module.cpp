@@ -99,7 +99,13 @@ class Pipeline {
                   const std::string& sampler, std::optional<double> shift,
                   const std::string& attention, const std::string& accel, const std::string& image,
                   const std::string& last_image, const std::string& output, py::object callback) {
-    std::lock_guard lock(mutex_);  // one video at a time per pipeline (its models are shared)
+    // One video at a time per pipeline (its models are shared). A second caller waits without
+    // the GIL, which the running call needs at each step.
+    std::unique_lock lock(mutex_, std::defer_lock);
+    {
+      py::gil_scoped_release release;
+      lock.lock();
+    }
     GenerateOptions o = base_;
     if (o.ctx.threads > 0) omp_set_num_threads(o.ctx.threads);  // this thread's OpenMP team
     if (prompt.find_first_not_of(" \t\r\n") == std::string::npos)
@@ -188,7 +194,10 @@ class Pipeline {
     try {
       py::gil_scoped_release release;
       const GenerationPlan plan = plan_generation(o);
-      require_fits(plan.memory, plan.available_bytes);
+      if (o.resident)
+        require_fits_resident(plan, *o.resident, plan.available_bytes);
+      else
+        require_fits(plan.memory, plan.available_bytes);
       result = generate(o, plan, progress);
     } catch (const Cancelled&) {
       if (callback_error) throw std::move(*callback_error);

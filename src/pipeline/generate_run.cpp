@@ -331,9 +331,14 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
                                      denoise_options, on_step, o.ctx, conditioning);
       } else {
         progress.begin_phase(batch_label("denoise", i, n), plan.denoise.steps, "step");
+        // This video's share of the stream counters (a DiT kept loaded counts across videos).
+        const wan::WeightStreamStats before = dit->weight_stream_stats();
         latents[i] = denoise(*dit, noise, contexts[i], context_null, plan.seq_len, denoise_options,
                              on_step, o.ctx, conditioning);
         r.weight_stream = dit->weight_stream_stats();
+        r.weight_stream.loads -= before.loads;
+        r.weight_stream.load_seconds -= before.load_seconds;
+        r.weight_stream.wait_seconds -= before.wait_seconds;
       }
       progress.end_phase();
       if (method) r.accel = method->report();

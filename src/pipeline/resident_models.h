@@ -9,11 +9,14 @@
 // phase and releases it before the next phase, so peak memory is the largest phase; with it the
 // peak is the sum of the kept models (plan_generation's memory plan reports both).
 //
-// Thread safety: none; one generation at a time uses it (the server runs one job at a time).
+// Thread safety: one generation at a time uses the models (the server runs one job at a time);
+// holds() and loads() may be called from any thread meanwhile.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "core/exec_context.h"
@@ -21,8 +24,11 @@
 #include "models/wan/t5_encoder.h"
 #include "models/wan/tokenizer.h"
 #include "models/wan/vae.h"
+#include "pipeline/video_request.h"
 
 namespace vidax {
+
+struct GenerationPlan;
 
 class ResidentModels {
  public:
@@ -39,7 +45,10 @@ class ResidentModels {
   wan::WanVae& vae_decoder(const std::string& path, wan::Precision precision);
 
   // Loads so far (tests: a second video must not load again).
-  int loads() const { return loads_; }
+  int loads() const { return loads_.load(); }
+  // Whether the model of a plan phase ("encode text", "denoise", "decode") is loaded from
+  // `path` (with any settings).
+  bool holds(const std::string& phase, const std::string& path) const;
   void clear();
 
  private:
@@ -52,7 +61,15 @@ class ResidentModels {
   Slot<wan::T5Encoder> t5_;
   Slot<wan::WanDit> dit_;
   Slot<wan::WanVae> vae_;
-  int loads_ = 0;
+  std::atomic<int> loads_{0};
+  mutable std::mutex keys_mutex_;  // guards the slots' keys (not the models) for holds()
 };
+
+// The memory check of a run whose models stay loaded (require_fits for the per-phase one): the
+// phases' weights are held together, except those already loaded (they are in use, not in
+// `available`), plus the largest phase's activations and what lives across phases. Throws
+// InputError naming the sizes when it does not fit (available <= 0: no check).
+void require_fits_resident(const GenerationPlan& plan, const ResidentModels& resident,
+                           double available);
 
 }  // namespace vidax

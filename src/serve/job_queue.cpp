@@ -1,11 +1,17 @@
 // JobQueue: the worker thread, the on-disk records, cancellation and event streams.
 #include "serve/job_queue.h"
 
+#include <fcntl.h>
 #include <malloc.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -28,13 +34,22 @@ double unix_now() {
 constexpr size_t kMaxEventsPerJob =
     20000;  // a bound on a job's stream (steps x phases is far less)
 
-// "<16 hex>.<anything>.tmp.<pid>": a temporary of one of our jobs left by a killed process.
+// "<16 hex>.<anything>.tmp.<pid>" of a process that is gone: a temporary of one of our jobs left
+// by a killed server.
 bool is_stale_job_temporary(const std::string& name) {
   if (name.size() < 17 || !valid_job_id(name.substr(0, 16)) || name[16] != '.') return false;
   const size_t tmp = name.rfind(".tmp.");
   if (tmp == std::string::npos) return false;
   const std::string pid = name.substr(tmp + 5);
-  return !pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos;
+  if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  return ::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH;
+}
+
+int64_t boot_sequence_base() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace
@@ -46,11 +61,26 @@ JobQueue::JobQueue(std::string output_dir, size_t max_queued, JobRunner runner)
   if (ec || !fs::is_directory(output_dir_))
     throw_input_error("--output-dir ", output_dir_, ": cannot create the folder (",
                       ec ? ec.message() : "not a folder", ")");
+  // One server per folder: a second would take the first one's jobs and temporaries.
+  const std::string lock_path = (fs::path(output_dir_) / ".vidax-serve.lock").string();
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0)
+    throw_input_error("--output-dir ", output_dir_, ": cannot open ", lock_path, " (",
+                      std::strerror(errno), ")");
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock_fd_);
+    throw_input_error("--output-dir ", output_dir_,
+                      ": another vidax serve is using this folder (it holds ", lock_path, ")");
+  }
+  next_seq_ = boot_sequence_base();
   restore();
   worker_ = std::thread([this] { worker(); });
 }
 
-JobQueue::~JobQueue() { shutdown(); }
+JobQueue::~JobQueue() {
+  shutdown();
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
 
 void JobQueue::save(const Job& job) const {
   const std::string path = (fs::path(output_dir_) / (job.id + ".job.json")).string();
@@ -152,6 +182,7 @@ CancelOutcome JobQueue::cancel(const std::string& id) {
     finish(e, JobState::kCancelled, "cancelled while queued");
     return CancelOutcome::kCancelled;
   }
+  user_cancelled_ = true;  // (a shutdown meanwhile must not queue it again)
   cancel_running_ = true;  // the runner stops at its next step
   return CancelOutcome::kCancelling;
 }
@@ -184,7 +215,7 @@ std::optional<JobQueue::EventBatch> JobQueue::wait_events(const std::string& id,
 }
 
 void JobQueue::push_event(Entry& e, std::string kind, json data) {
-  const int64_t seq = e.events.empty() ? 1 : e.events.back().seq + 1;
+  const int64_t seq = ++next_seq_;
   if (e.events.size() >= kMaxEventsPerJob) e.events.erase(e.events.begin());
   e.events.push_back({seq, std::move(kind), std::move(data)});
   event_cv_.notify_all();
@@ -216,15 +247,18 @@ void JobQueue::finish(Entry& e, JobState state, const std::string& error) {
   }
 }
 
-void JobQueue::shutdown() {
+void JobQueue::request_stop() {
   {
     std::lock_guard lock(mutex_);
-    if (stopping_ && !worker_.joinable()) return;
     stopping_ = true;
     cancel_running_ = true;
   }
   work_cv_.notify_all();
   event_cv_.notify_all();
+}
+
+void JobQueue::shutdown() {
+  request_stop();
   if (worker_.joinable()) worker_.join();
 }
 
@@ -249,6 +283,7 @@ void JobQueue::worker() {
       }
       running_ = id;
       cancel_running_ = false;
+      user_cancelled_ = false;
       push_event(e, "status", {{"status", "running"}});
       job = e.job;
     }
@@ -296,7 +331,8 @@ void JobQueue::worker() {
     std::lock_guard lock(mutex_);
     Entry& e = jobs_.at(id);
     running_.clear();
-    if (outcome == JobState::kCancelled && stopping_) {  // interrupted by shutdown: run again later
+    if (outcome == JobState::kCancelled && stopping_ && !user_cancelled_) {
+      // interrupted by a shutdown: it runs again after the restart
       e.job.state = JobState::kQueued;
       e.job.started = 0;
       e.job.progress = {};

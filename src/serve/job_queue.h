@@ -54,7 +54,9 @@ class QueueFull : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// One entry of a job's event stream: `seq` counts from 1; `kind` "status" or "progress".
+// One entry of a job's event stream: `kind` "status" or "progress"; `seq` grows with every event
+// of the server and starts each boot above the last boot's (it counts from the start time in
+// microseconds), so a client resuming with Last-Event-ID after a restart misses nothing.
 struct JobEvent {
   int64_t seq = 0;
   std::string kind;
@@ -74,7 +76,8 @@ enum class CancelOutcome { kNotFound, kCancelled, kCancelling, kAlreadyFinished 
 class JobQueue {
  public:
   // `max_queued`: jobs that may wait (not counting the running one); submit() beyond it throws
-  // QueueFull. Throws InputError if `output_dir` cannot be created or read.
+  // QueueFull. Throws InputError if `output_dir` cannot be created or read, or when another
+  // process holds it (an flock on `<output_dir>/.vidax-serve.lock` for the queue's life).
   JobQueue(std::string output_dir, size_t max_queued, JobRunner runner);
   ~JobQueue();
   JobQueue(const JobQueue&) = delete;
@@ -98,7 +101,10 @@ class JobQueue {
   std::optional<EventBatch> wait_events(const std::string& id, int64_t after_seq,
                                         double timeout_s) const;
 
-  // Stops the worker (a running job is interrupted and queued again). Idempotent.
+  // Asks the worker to stop without waiting: no new job starts, a running one is interrupted
+  // (and queued again), event streams end. Idempotent; safe from a signal-handling thread.
+  void request_stop();
+  // request_stop(), then waits for the worker. Idempotent.
   void shutdown();
 
  private:
@@ -127,7 +133,10 @@ class JobQueue {
   std::deque<std::string> queue_;
   std::string running_;
   std::atomic<bool> cancel_running_{false};
+  bool user_cancelled_ = false;  // the running job's cancel came from cancel(), not shutdown
   bool stopping_ = false;
+  int64_t next_seq_ = 0;
+  int lock_fd_ = -1;
   QueueMetrics totals_;
   std::thread worker_;
 };

@@ -4,6 +4,8 @@
 #include <httplib.h>
 #include <omp.h>
 
+#include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -60,6 +62,36 @@ bool same_secret(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+// %XX escapes (what the page's encodeURIComponent writes into the cookie); a malformed escape is
+// kept as it is.
+std::string percent_decode(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      out.push_back(static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16)));
+      i += 2;
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
+// The host part of a Host header ("127.0.0.1:8080" -> "127.0.0.1", "[::1]:80" -> "::1").
+std::string host_name(const std::string& header) {
+  if (!header.empty() && header.front() == '[') {
+    const size_t close = header.find(']');
+    return close == std::string::npos ? header : header.substr(1, close - 1);
+  }
+  return header.substr(0, header.find(':'));
+}
+
+bool is_loopback_name(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
 std::string cookie_value(const std::string& cookies, const std::string& name) {
   size_t pos = 0;
   while (pos < cookies.size()) {
@@ -68,7 +100,7 @@ std::string cookie_value(const std::string& cookies, const std::string& name) {
     std::string part = cookies.substr(pos, end - pos);
     const size_t first = part.find_first_not_of(' ');
     part = first == std::string::npos ? "" : part.substr(first);
-    if (part.rfind(name + "=", 0) == 0) return part.substr(name.size() + 1);
+    if (part.rfind(name + "=", 0) == 0) return percent_decode(part.substr(name.size() + 1));
     pos = end + 1;
   }
   return "";
@@ -88,6 +120,10 @@ struct VideoServer::Impl {
   std::shared_ptr<ResidentModels> resident;
   std::unique_ptr<JobQueue> queue;
   httplib::Server http;
+  // Open event streams: each holds an HTTP thread, so they are capped below the pool's size.
+  static constexpr int kMaxEventStreams = 8;
+  std::shared_ptr<std::atomic<int>> event_streams = std::make_shared<std::atomic<int>>(0);
+  std::atomic<bool> stop_requested{false};
 
   explicit Impl(ServeOptions o) : options(std::move(o)) {
     if (options.keep_models) resident = std::make_shared<ResidentModels>();
@@ -175,8 +211,10 @@ struct VideoServer::Impl {
       GenerationPlan plan;
       try {
         plan = plan_generation(o);
-        // With the models kept loaded their weights are already counted in what is used.
-        if (!resident || resident->loads() == 0) require_fits(plan.memory, plan.available_bytes);
+        if (resident)
+          require_fits_resident(plan, *resident, plan.available_bytes);
+        else
+          require_fits(plan.memory, plan.available_bytes);
       } catch (const RequestError&) {
         throw;
       } catch (const InputError& e) {
@@ -231,7 +269,9 @@ struct VideoServer::Impl {
       drop_ranges(req);
       return send_error(res, 410, "the video file of " + id + " is gone");
     }
-    // A range that starts past the end: 416 with the size, as RFC 9110 asks.
+    // A range that starts past the end: 416 with the size, as RFC 9110 asks. One that runs past
+    // it ends at the last byte. Several ranges (multipart) are answered with the whole file, which
+    // RFC 9110 allows (cpp-httplib 0.11 gets multipart ranges of a streamed body wrong).
     for (const auto& [first, last] : req.ranges)
       if ((first >= 0 && static_cast<uintmax_t>(first) >= size) || (first < 0 && last <= 0) ||
           (first >= 0 && last >= 0 && last < first)) {
@@ -239,6 +279,13 @@ struct VideoServer::Impl {
         drop_ranges(req);
         return send_error(res, 416, str_cat("range outside the video's ", size, " bytes"));
       }
+    auto& ranges = const_cast<httplib::Request&>(req).ranges;  // NOLINT (see drop_ranges)
+    if (ranges.size() > 1) ranges.clear();
+    for (auto& [first, last] : ranges) {
+      if (first >= 0 && (last < 0 || static_cast<uintmax_t>(last) >= size))
+        last = static_cast<ssize_t>(size) - 1;
+      if (first < 0 && static_cast<uintmax_t>(last) > size) last = static_cast<ssize_t>(size);
+    }
     auto file = std::make_shared<std::ifstream>(path, std::ios::binary);
     res.set_header("Accept-Ranges", "bytes");
     res.set_header("Content-Disposition", "inline; filename=\"" + job->video_file + "\"");
@@ -266,12 +313,28 @@ struct VideoServer::Impl {
       } catch (const std::exception&) {
         after = 0;
       }
+      // A client reconnecting after the end: nothing more will come. 204 tells an EventSource
+      // to stop reconnecting.
+      const auto batch = queue->wait_events(id, after, 0);
+      if (batch && batch->terminal && batch->events.empty()) {
+        res.status = 204;
+        return;
+      }
+    }
+    if (event_streams->fetch_add(1) >= kMaxEventStreams) {
+      event_streams->fetch_sub(1);
+      res.set_header("Retry-After", "5");
+      return send_error(res, 503,
+                        str_cat("too many open event streams (", kMaxEventStreams,
+                                "); poll GET /v1/videos/", id, " instead"));
     }
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     JobQueue* q = queue.get();
+    auto streams = event_streams;
     res.set_chunked_content_provider(
-        "text/event-stream", [q, id, after](size_t, httplib::DataSink& sink) mutable {
+        "text/event-stream",
+        [q, id, after](size_t, httplib::DataSink& sink) mutable {
           const auto batch = q->wait_events(id, after, 15.0);
           if (!batch) {
             sink.done();
@@ -287,7 +350,8 @@ struct VideoServer::Impl {
           if (!text.empty() && !sink.write(text.data(), text.size())) return false;
           if (batch->terminal) sink.done();
           return true;
-        });
+        },
+        [streams](bool) { streams->fetch_sub(1); });  // however the stream ended
   }
 
   void delete_video(const std::string& id, httplib::Response& res) {
@@ -347,6 +411,31 @@ struct VideoServer::Impl {
       // cpp-httplib 0.11 cuts every routed response to the request's Range, error bodies too:
       // only the content route serves ranges (and drops them itself before an error).
       if (!is_content_route(req.path)) drop_ranges(req);
+      // Bound to loopback: a page elsewhere must not reach the API through a DNS name that
+      // resolves to 127.0.0.1 (DNS rebinding).
+      if (is_loopback_name(options.host) &&
+          !is_loopback_name(host_name(req.get_header_value("Host")))) {
+        send_error(
+            res, 403,
+            "Host '" + req.get_header_value("Host") + "' is not this loopback server's name");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (req.method == "POST") {
+        // The body limit holds only for a declared length: chunked or unsized bodies are refused
+        // before they are read.
+        if (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length")) {
+          res.set_header("Connection", "close");
+          send_error(res, 411, "a POST body needs a Content-Length (no chunked bodies)");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        // JSON only: a form or text/plain POST from another site's page is not a request.
+        const std::string type = req.get_header_value("Content-Type");
+        if (type.rfind("application/json", 0) != 0) {
+          res.set_header("Connection", "close");
+          send_error(res, 415, "Content-Type must be application/json, got '" + type + "'");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+      }
       if (req.path == "/" || req.path == "/healthz" || authorized(req))
         return httplib::Server::HandlerResponse::Unhandled;
       res.set_header("WWW-Authenticate", "Bearer");
@@ -441,10 +530,15 @@ int VideoServer::bind() {
 }
 
 void VideoServer::run() {
-  impl_->http.listen_after_bind();
+  if (!impl_->stop_requested) impl_->http.listen_after_bind();
   impl_->queue->shutdown();
 }
 
-void VideoServer::stop() { impl_->http.stop(); }
+bool VideoServer::stop() {
+  impl_->stop_requested = true;
+  impl_->queue->request_stop();  // the running job stops at its next step, event streams end
+  impl_->http.stop();
+  return impl_->http.is_running();
+}
 
 }  // namespace vidax::serve

@@ -53,7 +53,9 @@ class VideoServer {
   int bind();
   // Serves until stop(); then stops the queue (a running job is queued again for next time).
   void run();
-  void stop();
+  // Asks run() to return (from any thread). Returns whether the listener was still running after
+  // the request: a stop that comes while run() is starting may need repeating.
+  bool stop();
 
  private:
   struct Impl;

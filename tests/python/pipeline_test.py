@@ -55,6 +55,7 @@ class PipelineTest(unittest.TestCase):
     def test_models_stay_loaded(self):
         self.pipe(**ARGS)
         loads = self.pipe.models_loaded
+        self.assertEqual(loads, 4)  # the tokenizer, umT5, the DiT, the VAE decoder
         again = self.pipe(**ARGS)
         self.assertEqual(self.pipe.models_loaded, loads)
         np.testing.assert_array_equal(again.frames, self.pipe(**ARGS).frames)
@@ -132,6 +133,25 @@ class PipelineTest(unittest.TestCase):
         # could not have run at all until the call returned.
         self.assertGreater(elapsed, 0.1)
         self.assertGreater(during, 100 * elapsed, (during, elapsed))
+
+    def test_two_threads_share_a_pipeline(self):
+        expected = {seed: self.pipe(**{**ARGS, "generator_seed": seed}).frames for seed in (1, 2)}
+        got, errors = {}, []
+
+        def run(seed):
+            try:
+                got[seed] = self.pipe(**{**ARGS, "generator_seed": seed}).frames
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(e)
+        threads = [threading.Thread(target=run, args=(seed,)) for seed in (1, 2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        self.assertFalse(any(t.is_alive() for t in threads), "deadlock")
+        self.assertEqual(errors, [])
+        for seed in (1, 2):
+            np.testing.assert_array_equal(got[seed], expected[seed])
 
     def test_ctrl_c_stops_the_run(self):
         script = f"""

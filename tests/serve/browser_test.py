@@ -43,7 +43,7 @@ class BrowserTest(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory(prefix="vidax_browser_")
         cls.server = Server(TINY, os.path.join(cls.tmp.name, "videos"), "--precision", "fp32",
                             "--negative-prompt", "",
-                            defaults=("--size", "256x256", "--frames", "17", "--steps", "6"))
+                            defaults=("--size", "256x256", "--frames", "17", "--steps", "20"))
         cls.url = f"http://127.0.0.1:{cls.server.port}/"
         cls.driver = make_driver()
 
@@ -79,8 +79,8 @@ class BrowserTest(unittest.TestCase):
         self.assertEqual(d.execute_script("return document.getElementById('player').videoWidth"),
                          256)
         self.assertIsNone(d.execute_script("return document.getElementById('player').error"))
-        job_id = d.find_element(By.CSS_SELECTOR, ".job[data-status=succeeded]").get_attribute(
-            "data-id")
+        job_id = d.execute_script(
+            "return document.querySelector('.job[data-status=succeeded]').dataset.id")
         self.assertTrue(d.execute_script("return document.getElementById('player').src")
                         .endswith(f"/v1/videos/{job_id}/content"))
         # Screenshot: the page, and the video element showing a picture (not one flat colour).
@@ -96,6 +96,32 @@ class BrowserTest(unittest.TestCase):
         self.assertGreater(max(spread), 8.0, f"the video area looks blank (stddev {spread})")
         page = Image.open(io.BytesIO(page_png))
         self.assertEqual(page.size[0], 1280)
+
+    def test_page_stays_responsive_with_many_jobs(self):
+        # More active jobs than a browser opens connections to one server (six): the page keeps
+        # one event stream and its requests still go through.
+        s = self.server
+        ids = [s.submit(prompt=f"busy {i}", steps=200) for i in range(8)]
+        try:
+            d = self.driver
+            d.get(self.url)
+            wait = WebDriverWait(d, 60, poll_frequency=0.2)
+            wait.until(lambda drv: len(drv.find_elements(By.CSS_SELECTOR, ".job")) >= 8)
+            d.find_element(By.ID, "prompt").send_keys("one more")
+            d.find_element(By.ID, "submit").click()
+            # (the list is redrawn at every progress event: read it in one script, not through
+            # element references that go stale)
+            wait.until(lambda drv: "one more" in drv.execute_script(
+                "return [...document.querySelectorAll('.prompt')].map(e => e.textContent)"))
+            # Cancel from the page: the running job's button.
+            job_id = wait.until(lambda drv: drv.execute_script(
+                "const b = document.querySelector('.job[data-status=running] button');"
+                "if (!b) return null; b.click(); return b.closest('.job').dataset.id"))
+            self.assertEqual(s.wait(job_id)["status"], "cancelled")
+        finally:
+            for job in s.json("GET", "/v1/videos")[1]["videos"]:
+                if job["status"] in ("queued", "running"):
+                    s.request("DELETE", "/v1/videos/" + job["id"])
 
     def test_form_reports_a_bad_field(self):
         d = self.driver

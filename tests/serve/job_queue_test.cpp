@@ -139,7 +139,8 @@ TEST(JobQueue, RunsJobsInOrderAndRecordsEveryState) {
     ASSERT_EQ(batch->events.size(), 4u);  // queued, running, one progress tick, succeeded
     EXPECT_EQ(batch->events.front().data["status"], "queued");
     EXPECT_EQ(batch->events.back().data["status"], "succeeded");
-    EXPECT_EQ(batch->events.back().seq, 4);
+    for (size_t i = 1; i < batch->events.size(); ++i)
+      EXPECT_GT(batch->events[i].seq, batch->events[i - 1].seq);
   }
   const QueueMetrics m = q.metrics();
   EXPECT_EQ(m.steps, 4);
@@ -200,9 +201,9 @@ TEST(JobQueue, RestartRebuildsTheListFromTheFolder) {
   for (const Job* j : {&done, &lost, &crashed, &waiting})
     write_text(dir / (j->id + ".job.json"), j->to_record().dump());
   write_text(dir / done.video_file, "mp4");
-  write_text(dir / (crashed.id + ".mp4.tmp.4242"), "half a video");  // left by a killed server
-  write_text(dir / "0123456789abcdef.job.json", "{not json");        // skipped with a message
-  write_text(dir / "notes.txt.tmp.1", "not ours");                   // not touched
+  write_text(dir / (crashed.id + ".mp4.tmp.999999999"), "half a video");  // left by a killed server
+  write_text(dir / "0123456789abcdef.job.json", "{not json");             // skipped with a message
+  write_text(dir / "notes.txt.tmp.1", "not ours");                        // not touched
 
   std::vector<std::string> ran;
   JobQueue q(dir.str(), 4, [&](const Job& job, const auto&, const auto&) {
@@ -216,11 +217,50 @@ TEST(JobQueue, RestartRebuildsTheListFromTheFolder) {
   EXPECT_NE(q.get(lost.id)->error.find("is gone"), std::string::npos);
   EXPECT_EQ(q.get(crashed.id)->state, JobState::kFailed);
   EXPECT_EQ(q.get(crashed.id)->error, "the server stopped while this job was running");
-  EXPECT_FALSE(fs::exists(dir / (crashed.id + ".mp4.tmp.4242")));
+  EXPECT_FALSE(fs::exists(dir / (crashed.id + ".mp4.tmp.999999999")));
   EXPECT_TRUE(fs::exists(dir / "notes.txt.tmp.1"));
   EXPECT_FALSE(q.get("0123456789abcdef").has_value());
   EXPECT_EQ(q.list().size(), 4u);
   EXPECT_EQ(q.list().front().id, waiting.id);  // newest first
+}
+
+TEST(JobQueue, OneQueuePerFolder) {
+  TempDir dir;
+  auto runner = [](const Job& job, const auto&, const auto&) {
+    return JobResult{0, job.id + ".mp4"};
+  };
+  {
+    JobQueue first(dir.str(), 4, runner);
+    try {
+      JobQueue second(dir.str(), 4, runner);
+      ADD_FAILURE() << "a second queue opened the same folder";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("another vidax serve is using this folder"),
+                std::string::npos);
+    }
+  }
+  JobQueue again(dir.str(), 4, runner);  // the first one's lock went with it
+  EXPECT_TRUE(again.list().empty());
+}
+
+TEST(JobQueue, EventIdsGrowAcrossRestarts) {
+  TempDir dir;
+  Job j = make_job(1);
+  int64_t last = 0;
+  auto runner = [](const Job& job, const auto&, const auto&) {
+    return JobResult{0, job.id + ".mp4"};
+  };
+  {
+    JobQueue q(dir.str(), 4, runner);
+    q.submit(j);
+    ASSERT_TRUE(eventually([&] { return q.get(j.id)->state == JobState::kSucceeded; }));
+    last = q.wait_events(j.id, 0, 0)->events.back().seq;
+  }
+  write_text(dir / (j.id + ".mp4"), "mp4");
+  JobQueue q(dir.str(), 4, runner);
+  const auto batch = q.wait_events(j.id, 0, 0);
+  ASSERT_EQ(batch->events.size(), 1u);  // a restored job: its status
+  EXPECT_GT(batch->events.front().seq, last);
 }
 
 TEST(JobQueue, ShutdownQueuesTheRunningJobAgain) {

@@ -2,9 +2,11 @@
 """`vidax serve` end to end: the real server on a loopback port, the real generation pipeline on
 a tiny random model, real HTTP (docs/serve.md). Run by CTest (label serve)."""
 import base64
+import http.client
 import json
 import os
 import signal
+import socket
 import struct
 import subprocess
 import tempfile
@@ -35,6 +37,19 @@ def decoded_frames(mp4):
     """The video's frames as raw RGB bytes (FFmpeg's decoder)."""
     return subprocess.run(["ffmpeg", "-v", "error", "-i", mp4, "-f", "rawvideo", "-pix_fmt",
                            "rgb24", "-"], check=True, capture_output=True).stdout
+
+
+def raw_http(port, text):
+    """Sends `text` as is (for what http.client will not send) and returns the status code."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(text.encode())
+        reply = b""
+        while b"\r\n" not in reply:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+    return int(reply.split(b" ", 2)[1])
 
 
 def leftovers(folder):
@@ -98,6 +113,19 @@ class ServerTest(unittest.TestCase):
                                        headers={"Range": f"bytes={len(video) + 5}-"})
         self.assertEqual(status, 416)
         self.assertEqual(headers["content-range"], f"bytes */{len(video)}")
+        # A range that runs past the end stops at the last byte.
+        status, headers, part = s.request("GET", done["content"],
+                                          headers={"Range": "bytes=100-99999999"})
+        self.assertEqual((status, part), (206, video[100:]))
+        self.assertEqual(headers["content-range"], f"bytes 100-{len(video) - 1}/{len(video)}")
+        # Several ranges: the whole file.
+        status, _, whole = s.request("GET", done["content"], headers={"Range": "bytes=0-9,20-29"})
+        self.assertEqual((status, whole), (200, video))
+        # A Range header on an error answer leaves the error intact.
+        status, _, body = s.request("GET", "/v1/videos/0123456789abcdef/content",
+                                    headers={"Range": "bytes=0-3"})
+        self.assertEqual(status, 404)
+        self.assertIn("no video job", json.loads(body)["error"]["message"])
         self.assertEqual(leftovers(self.out), [])
 
     def test_same_seed_same_video_as_generate(self):
@@ -124,7 +152,7 @@ class ServerTest(unittest.TestCase):
         statuses = [e["data"]["status"] for e in events if e["event"] == "status"]
         self.assertEqual(statuses, ["queued", "running", "succeeded"])
         seqs = [int(e["id"]) for e in events]
-        self.assertEqual(seqs, list(range(1, len(seqs) + 1)))
+        self.assertEqual(seqs, sorted(set(seqs)))  # strictly increasing
         ticks = [e["data"] for e in events
                  if e["event"] == "progress" and e["data"]["phase"] == "denoise"
                  and e["data"]["event"] == "tick"]
@@ -133,9 +161,37 @@ class ServerTest(unittest.TestCase):
         phases = [e["data"]["phase"] for e in events
                   if e["event"] == "progress" and e["data"]["event"] == "begin"]
         self.assertEqual(phases, ["encode text", "denoise", "decode"])
-        # Resuming after an event id sends only what follows it.
+        # Resuming after an event id sends only what follows it; after the last: 204, which
+        # tells an EventSource to stop reconnecting.
         later = s.events(job_id, headers={"Last-Event-ID": str(seqs[-2])})
         self.assertEqual([int(e["id"]) for e in later], [seqs[-1]])
+        status, _, body = s.request("GET", f"/v1/videos/{job_id}/events",
+                                    headers={"Last-Event-ID": str(seqs[-1])})
+        self.assertEqual((status, body), (204, b""))
+
+    def test_event_streams_are_capped(self):
+        s = self.server
+        job_id = s.submit(prompt="slow", **SLOW)
+        s.wait_running_step(job_id)
+        open_streams = []
+        try:
+            for _ in range(8):
+                conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+                conn.request("GET", f"/v1/videos/{job_id}/events")
+                res = conn.getresponse()
+                self.assertEqual(res.status, 200)
+                open_streams.append(conn)
+            status, headers, body = s.request("GET", f"/v1/videos/{job_id}/events")
+            self.assertEqual(status, 503, body)
+            self.assertIn("retry-after", headers)
+            self.assertEqual(s.request("GET", "/healthz")[0], 200)  # the API still answers
+        finally:
+            for conn in open_streams:
+                conn.close()
+        s.request("DELETE", "/v1/videos/" + job_id)
+        s.wait(job_id)
+        time.sleep(0.5)  # the server notices the closed streams when it next writes to them
+        self.assertEqual(s.request("GET", f"/v1/videos/{job_id}/events")[0], 200)
 
     def test_cancel_running_job(self):
         s = self.server
@@ -225,6 +281,21 @@ class ServerTest(unittest.TestCase):
                 self.assertIn("message", json.loads(body)["error"])
         status, _ = s.json("DELETE", "/v1/videos/0123456789abcdef")
         self.assertEqual(status, 404)
+        # Only JSON: a form or text POST (what another site's page can send) is refused.
+        status, _, body = s.request("POST", "/v1/videos", raw=b'{"prompt": "x"}',
+                                    headers={"Content-Type": "text/plain"})
+        self.assertEqual(status, 415, body)
+        # Bodies without a declared length are refused before they are read.
+        chunked = ("POST /v1/videos HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+                   "\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n0\r\n\r\n")
+        self.assertEqual(raw_http(s.port, chunked), 411)
+        unsized = ("POST /v1/videos HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                   "Content-Type: application/json\r\nConnection: close\r\n\r\n{}")
+        self.assertEqual(raw_http(s.port, unsized), 411)
+        # A loopback server answers only to loopback names (no DNS rebinding).
+        status, _, _ = s.request("GET", "/v1/videos", headers={"Host": "evil.example:8080"})
+        self.assertEqual(status, 403)
+        self.assertEqual(s.request("GET", "/healthz", headers={"Host": "localhost"})[0], 200)
         # Nothing refused left a file behind.
         self.assertEqual([n for n in os.listdir(self.out) if ".image." in n], [])
 
@@ -261,7 +332,7 @@ class ServerTest(unittest.TestCase):
                 self.assertEqual(j["request"]["prompt"], f"{name} {i}")
                 self.assertEqual(j["sidecar"]["prompt"], f"{name} {i}")
 
-    def test_image_field_is_saved_beside_the_job(self):
+    def test_image_for_a_text_model_is_refused(self):
         # A text-to-video model refuses an image, naming the field, and keeps nothing.
         png = base64.b64encode(tiny_png()).decode()
         status, body = self.server.json("POST", "/v1/videos", {"prompt": "x", "image": png})
@@ -336,6 +407,39 @@ class RestartTest(unittest.TestCase):
             finally:
                 self.assertEqual(second.stop(), 0)
 
+    def test_cancel_before_a_shutdown_stays_cancelled(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            model = random_model(os.path.join(tmp, "model"))
+            out = os.path.join(tmp, "videos")
+            first = Server(model, out)
+            job_id = first.submit(prompt="cancelled", **SLOW)
+            first.wait_running_step(job_id)
+            self.assertEqual(first.request("DELETE", "/v1/videos/" + job_id)[0], 202)
+            self.assertEqual(first.stop(signal.SIGTERM), 0)
+            second = Server(model, out)
+            try:
+                self.assertEqual(second.job(job_id)["status"], "cancelled")
+            finally:
+                self.assertEqual(second.stop(), 0)
+
+    def test_one_server_per_output_folder(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            model = random_model(os.path.join(tmp, "model"))
+            out = os.path.join(tmp, "videos")
+            first = Server(model, out)
+            try:
+                job_id = first.submit(prompt="slow", **SLOW)
+                first.wait_running_step(job_id)
+                r = subprocess.run([VIDAX, "serve", "--model", model, "--port", "0",
+                                    "--output-dir", out], capture_output=True, text=True,
+                                   timeout=60)
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn("another vidax serve is using this folder", r.stderr)
+                self.assertEqual(first.job(job_id)["status"], "running")  # untouched
+                self.assertEqual(len(leftovers(out)), 1)  # its video's temporary: kept
+            finally:
+                self.assertEqual(first.stop(), 0)
+
     def test_killed_server_leaves_no_partial_file(self):
         with tempfile.TemporaryDirectory() as tmp:
             model = random_model(os.path.join(tmp, "model"))
@@ -346,13 +450,16 @@ class RestartTest(unittest.TestCase):
             deadline = time.time() + 60
             while time.time() < deadline and first.job(job_id)["progress"]["phase"] != "decode":
                 time.sleep(0.01)
+            self.assertEqual(first.job(job_id)["progress"]["phase"], "decode")
+            temporaries = leftovers(out)  # the video being written
             first.stop(signal.SIGKILL)
             second = Server(model, out)
             try:
                 job = second.job(job_id)
                 self.assertEqual(job["status"], "failed")
                 self.assertIn("server stopped while this job was running", job["error"])
-                self.assertEqual(leftovers(out), [])
+                self.assertEqual(leftovers(out), [])  # removed by the restart
+                self.assertEqual(len(temporaries), 1, temporaries)
                 self.assertFalse(os.path.exists(os.path.join(out, job_id + ".mp4")))
                 status, _ = second.json("GET", f"/v1/videos/{job_id}/content")
                 self.assertEqual(status, 409)

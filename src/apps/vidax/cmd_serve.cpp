@@ -176,14 +176,22 @@ void register_serve(CLI::App& app, int argc, char** argv) {
     std::thread waiter([&server, signals] {
       int sig = 0;
       sigwait(&signals, &sig);
-      if (sig == SIGUSR2) return;  // (the server ended on its own)
+      if (sig == SIGUSR2) return;  // the server ended on its own
       std::fprintf(stderr, "vidax serve: stopping (signal %d); a running job is queued again\n",
                    sig);
-      server.stop();
-      sigwait(&signals, &sig);
-      if (sig == SIGUSR2) return;
-      remove_registered_temp_paths();
-      _exit(128 + sig);
+      // Repeated until run() has returned (SIGUSR2): a stop that arrives while the listener is
+      // still starting would otherwise be lost. A second signal exits at once.
+      for (;;) {
+        server.stop();
+        const timespec wait{0, 100'000'000};
+        siginfo_t info{};
+        const int got = sigtimedwait(&signals, &info, &wait);
+        if (got == SIGUSR2) return;
+        if (got > 0) {
+          remove_registered_temp_paths();
+          _exit(128 + got);
+        }
+      }
     });
     server.run();
     // Wake the waiter (SIGUSR2 is in its set, blocked everywhere else).
