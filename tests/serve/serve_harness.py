@@ -32,9 +32,9 @@ class Server:
     """One `vidax serve` process. Its stderr is kept in `self.log`."""
 
     def __init__(self, model, output_dir, *extra, defaults=("--size", "64x64", "--frames", "5",
-                                                              "--steps", "3")):
+                                                              "--steps", "3"), threads=1):
         self.output_dir = output_dir
-        cmd = [VIDAX, "--threads", "1", "serve", "--model", model, "--port", "0", "--output-dir",
+        cmd = [VIDAX, *(["--threads", str(threads)] if threads else []), "serve", "--model", model, "--port", "0", "--output-dir",
                output_dir, "--no-hash", *defaults, *extra]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                      text=True)
