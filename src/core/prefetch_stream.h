@@ -46,9 +46,14 @@ class PrefetchStream {
 
   // Loads the pinned items [0, pinned) now, on this thread, then starts the loader on the first
   // streamed one, with `loader_threads` OpenMP threads. Needs 0 <= pinned <= n and, when
-  // pinned < n, window >= 1.
-  PrefetchStream(int n, int pinned, int window, LoadFn load, int loader_threads = 1)
-      : loader_threads_(std::max(1, loader_threads)),
+  // pinned < n, window >= 1. `finish_due_loads`: the destructor lets the loader finish every load
+  // that is due (a free slot in the window and an item not loaded) instead of stopping at once,
+  // so the loads done depend only on the acquire/release calls, never on timing: what loads
+  // that are collectives across processes (a sharded DiT's gathers) need to stay matched.
+  PrefetchStream(int n, int pinned, int window, LoadFn load, int loader_threads = 1,
+                 bool finish_due_loads = false)
+      : finish_due_loads_(finish_due_loads),
+        loader_threads_(std::max(1, loader_threads)),
         n_(n),
         pinned_(pinned),
         window_(std::min(window, n - pinned)),  // no more slots than streamed items
@@ -153,11 +158,13 @@ class PrefetchStream {
     std::unique_lock<std::mutex> lock(mu_);
     int skipped = 0;
     for (;;) {
-      cv_.wait(lock, [&] { return stop_ || (cursor_ >= 0 && outstanding_ < window_ && !error_); });
-      if (stop_) return;
+      auto due = [&] { return cursor_ >= 0 && outstanding_ < window_ && !error_; };
+      cv_.wait(lock, [&] { return stop_ || due(); });
+      if (stop_ && !(finish_due_loads_ && due())) return;
       if (items_[static_cast<size_t>(cursor_)]) {  // still loaded (used out of order): skip it
         cursor_ = cursor_ + 1 < n_ ? cursor_ + 1 : pinned_;
         if (++skipped >= n_ - pinned_) {  // every streamed item is loaded: wait for a change
+          if (stop_) return;              // (nothing is due when stopping)
           cv_.wait(lock);
           skipped = 0;
         }
@@ -191,6 +198,7 @@ class PrefetchStream {
     }
   }
 
+  const bool finish_due_loads_;
   const int loader_threads_;
   const int n_, pinned_, window_;
   LoadFn load_;

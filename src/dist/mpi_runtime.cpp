@@ -9,14 +9,23 @@
 
 namespace vidax::dist {
 
+namespace {
+bool g_thread_multiple = false;
+}  // namespace
+
+// MPI_THREAD_MULTIPLE: a sharded DiT's block loader gathers weights on its own communicator from
+// its own thread while the main thread runs the model's collectives.
 void mpi_init(int* argc, char*** argv) {
   int provided = 0;
-  if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     std::fprintf(stderr, "vidax: error: MPI_Init_thread failed\n");
     std::exit(1);
   }
+  g_thread_multiple = provided >= MPI_THREAD_MULTIPLE;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 }
+
+bool mpi_thread_multiple() { return g_thread_multiple; }
 
 void mpi_finalize() {
   int initialized = 0, finalized = 0;

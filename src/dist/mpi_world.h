@@ -12,7 +12,8 @@ namespace vidax::dist {
 double collective_timeout_seconds();
 
 #ifdef VIDAX_HAVE_MPI
-void mpi_init(int* argc, char*** argv);  // MPI_Init_thread(FUNNELED)
+void mpi_init(int* argc, char*** argv);  // MPI_Init_thread(MULTIPLE)
+bool mpi_thread_multiple();              // whether MPI granted it
 void mpi_finalize();
 int mpi_local_size();  // processes of the job on this node
 std::unique_ptr<Group> make_mpi_world_group();

@@ -74,6 +74,13 @@ Group& world() {
 }
 
 bool world_is_mpi() { return g_mpi; }
+
+bool collectives_from_any_thread() {
+#ifdef VIDAX_HAVE_MPI
+  if (g_mpi) return mpi_thread_multiple();
+#endif
+  return true;
+}
 int local_process_count() { return g_local; }
 
 void fail_job(const std::string& message, bool print) {

@@ -22,6 +22,9 @@ void finalize_world();
 
 Group& world();
 bool world_is_mpi();
+// Whether a second thread may run collectives on its own group (MPI_THREAD_MULTIPLE granted, or
+// no MPI): what a sharded DiT's block loader needs.
+bool collectives_from_any_thread();
 bool mpi_built();
 // Processes of this job on this node (1 without MPI): the default OpenMP threads per rank are
 // the cores divided by this.

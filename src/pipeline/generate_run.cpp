@@ -283,7 +283,7 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
       if (progress.enabled()) progress.message("loading the diffusion transformer " + path);
       const auto ck = std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(path));
       auto dit = std::make_unique<wan::WanDit>(
-          wan::open_dit(ck, o.precision, o.ctx, o.weights_budget, o.keep_fp8));
+          wan::open_dit(ck, o.precision, o.ctx, o.weights_budget, o.keep_fp8, o.sharded_weights));
       dit->set_attention(attention->name() == "dense" ? nullptr : attention,
                          o.attention_diagnostics);
       return dit;
@@ -291,7 +291,8 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
     std::unique_ptr<wan::WanDit> own_dit;
     wan::WanDit* dit = nullptr;
     if (!plan.two_experts && o.resident) {
-      dit = &o.resident->dit(plan.files.dit, o.precision, o.ctx, o.weights_budget, o.keep_fp8);
+      dit = &o.resident->dit(plan.files.dit, o.precision, o.ctx, o.weights_budget, o.keep_fp8,
+                             o.sharded_weights);
       dit->set_attention(attention->name() == "dense" ? nullptr : attention,
                          o.attention_diagnostics);
     } else if (!plan.two_experts) {
@@ -451,6 +452,7 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
         {"processes", mesh != nullptr ? mesh->world().size() : 1},
         {"weights_budget_bytes", o.weights_budget},
         {"keep_fp8", o.keep_fp8},
+        {"weights", o.sharded_weights ? "sharded" : "resident"},
         {"weight_stream",
          {{"pinned_blocks", r.weight_stream.pinned_blocks},
           {"streamed_blocks", r.weight_stream.streamed_blocks},

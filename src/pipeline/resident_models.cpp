@@ -69,9 +69,11 @@ wan::T5Encoder& ResidentModels::t5(const std::string& path, wan::Precision preci
 }
 
 wan::WanDit& ResidentModels::dit(const std::string& path, wan::Precision precision,
-                                 const ExecContext& ctx, int64_t weights_budget, bool keep_fp8) {
-  const std::string key = str_cat(path, "|", precision_key(precision), "|", context_key(ctx),
-                                  "|budget=", weights_budget, "|fp8=", keep_fp8);
+                                 const ExecContext& ctx, int64_t weights_budget, bool keep_fp8,
+                                 bool sharded) {
+  const std::string key =
+      str_cat(path, "|", precision_key(precision), "|", context_key(ctx),
+              "|budget=", weights_budget, "|fp8=", keep_fp8, "|sharded=", sharded);
   if (!dit_.model || dit_.key != key) {
     {
       std::lock_guard lock(keys_mutex_);

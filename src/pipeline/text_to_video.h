@@ -65,6 +65,9 @@ struct GenerateOptions {
   int64_t weights_budget = 0;
   // fp8 DiT weights (ComfyUI fp8 / scaled-fp8 files) stay fp8 in memory (WeightResidency::fp8).
   bool keep_fp8 = false;
+  // Under a mesh, each rank keeps 1/N of every DiT block, gathered before use (`--weights
+  // sharded`, models/wan/dit.h WeightResidency::shard_group).
+  bool sharded_weights = false;
   bool hash_models = true;
   // DiT self-attention policy spec (sparse/attention_policy.h, docs/sparse-attention.md).
   std::string attention = "dense";

@@ -146,6 +146,58 @@ TEST(DitMesh, EveryMeshAndPolicyEqualsOneProcess) {
   }
 }
 
+// --weights sharded: every rank of a tp rank's replicas keeps 1/N of the blocks' checkpoint bytes
+// and gathers each block before use. The gathered bytes are the checkpoint's, so the results
+// are those of the resident model on the same mesh bit for bit, forward after forward (the
+// stream cycles through the blocks), while the blocks' share of memory falls to about 1/N plus
+// the window of two packed blocks.
+TEST(DitMesh, ShardedWeightsEqualTheResidentModelAndHoldTheirShare) {
+  wan::DitConfig c = config();
+  c.num_layers = 8;
+  const wan::WeightFn weights = wan::random_dit_weights(c, DType::kF32, 9);
+  wan::DitConfig no_blocks = c;
+  no_blocks.num_layers = 0;
+  const wan::WanDit stem(no_blocks, weights, wan::Precision::kFP32);
+  for (wan::Precision p : {wan::Precision::kFP32, wan::Precision::kBF16}) {
+    wan::WanDit whole(c, weights, p);
+    for (const MeshSpec& spec : meshes()) {
+      const int replicas = world().size() / spec.tp;
+      if (replicas < 2) continue;
+      Mesh mesh(spec, world());
+      std::unique_ptr<wan::WanDit> shard;
+      wan::WanDit& resident = model_for(mesh, whole, weights, shard);
+      ExecContext ctx;
+      ctx.mesh = &mesh;
+      wan::WeightResidency residency;
+      residency.shard_group = wan::weight_shard_group(ctx);
+      wan::WanDit sharded(c, weights, p, ctx, residency);
+      for (int call = 0; call < 3; ++call) {
+        const bool per_token = call == 1;
+        const Tensor ref = resident.forward(sample(per_token));
+        const Tensor got = sharded.forward(sample(per_token));
+        EXPECT_EQ(vidax::testing::max_rel_diff(got, ref), 0.0)
+            << spec.str() << " call " << call << (p == wan::Precision::kBF16 ? " bf16" : "");
+      }
+      const wan::WeightStreamStats st = sharded.weight_stream_stats();
+      EXPECT_EQ(st.pinned_blocks, 0);
+      EXPECT_EQ(st.window, 2);
+      EXPECT_GE(st.loads, 3 * c.num_layers - 2);  // every block gathered at every forward
+      if (p == wan::Precision::kFP32) {           // checkpoint bytes and packed bytes are both f32
+        // The replicas split whole tensors (not the tp slices): 1/N of all blocks' bytes, plus
+        // the window of two packed blocks of this tp rank.
+        const double all = static_cast<double>(whole.weight_bytes() - stem.weight_bytes());
+        const double held = static_cast<double>(sharded.weight_bytes() - stem.weight_bytes());
+        EXPECT_LE(held, all * (1.0 / replicas + 2.0 / (8.0 * spec.tp)) * 1.1) << spec.str();
+        if (spec.tp == 1) {
+          EXPECT_LT(held, static_cast<double>(resident.weight_bytes() - stem.weight_bytes()))
+              << spec.str();
+        }
+      }
+      whole.set_context({});
+    }
+  }
+}
+
 // A tp shard holds 1/tp of every block's weights (a model wide enough that the GEMM layout's
 // padding of small matrices does not matter).
 TEST(DitMesh, TensorParallelShardsHoldTheirShareOfTheWeights) {

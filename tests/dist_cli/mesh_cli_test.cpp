@@ -12,6 +12,7 @@
 #include <fstream>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "dist/mesh.h"
 #include "io/safetensors.h"
@@ -116,6 +117,50 @@ TEST(MeshCli, RunDitOnTheFixtureEqualsOneProcessAndTheReference) {
     EXPECT_LE(vidax::testing::max_rel_diff(got, ref), c.tolerance) << c.mesh;
     EXPECT_TRUE(vidax::testing::all_close(got, io.tensor("call0.out"), 1e-4, 1e-4, c.mesh));
     std::filesystem::remove(out);
+  }
+}
+
+// --weights-mode sharded (run dit's --weights is the file): the blocks split over the replicas of
+// each tp rank and gathered before use give the resident run's bytes exactly.
+TEST(MeshCli, ShardedWeightsGiveTheResidentResultBitForBit) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(io_path, "dit_t2v_tiny.io.safetensors");
+  TempDir dir;
+  auto io = SafetensorsFile::open(io_path);
+  const std::string in = dir.file("in.safetensors");
+  write_safetensors(in, {{"x", io.tensor("x")},
+                         {"t", io.tensor("call0.t")},
+                         {"context", io.tensor("context")},
+                         {"seq_len", io.tensor("seq_len")}});
+  const std::string common = "run dit --weights " + weights + " --in " + in + " --out ";
+  for (const MeshCase& c :
+       {MeshCase{2, "ulysses=2", 0}, MeshCase{4, "ring=2,tp=2", 0}, MeshCase{3, "ring=3", 0}}) {
+    const Result resident =
+        run_mpi(c.ranks, common + dir.file("r.safetensors") + " --mesh " + c.mesh);
+    ASSERT_EQ(resident.code, 0) << resident.out;
+    const Result sharded = run_mpi(c.ranks, common + dir.file("s.safetensors") + " --mesh " +
+                                                c.mesh + " --weights-mode sharded");
+    ASSERT_EQ(sharded.code, 0) << c.mesh << "\n" << sharded.out;
+    EXPECT_EQ(vidax::testing::max_rel_diff(output(dir.file("s.safetensors"), "out"),
+                                           output(dir.file("r.safetensors"), "out")),
+              0.0)
+        << c.mesh;
+  }
+  // Nothing to shard over, a budget on top, a misspelt mode: one line, non-zero exit, no output.
+  for (const auto& [n, args, message] :
+       {std::tuple{1, std::string("--weights-mode sharded"), std::string("run under mpirun")},
+        std::tuple{2, std::string("--mesh tp=2 --weights-mode sharded"),
+                   std::string("more than one process per tensor-parallel rank")},
+        std::tuple{2, std::string("--mesh ulysses=2 --weights-mode sharded --weights-budget 1GiB"),
+                   std::string("choose one")},
+        std::tuple{1, std::string("--weights-mode shared"),
+                   std::string("expected resident or sharded")}}) {
+    const std::string out = dir.file("bad.safetensors");
+    const Result r =
+        n == 1 ? run_one(common + out + " " + args) : run_mpi(n, common + out + " " + args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << "\n" << r.out;
+    EXPECT_FALSE(std::filesystem::exists(out)) << args;
   }
 }
 

@@ -190,8 +190,11 @@ class ServerTest(unittest.TestCase):
                 conn.close()
         s.request("DELETE", "/v1/videos/" + job_id)
         s.wait(job_id)
-        time.sleep(0.5)  # the server notices the closed streams when it next writes to them
-        self.assertEqual(s.request("GET", f"/v1/videos/{job_id}/events")[0], 200)
+        # The server notices the closed streams when it next writes to them (the job's end).
+        deadline = time.time() + 20
+        while s.request("GET", f"/v1/videos/{job_id}/events")[0] != 200:
+            self.assertLess(time.time(), deadline, "the closed streams were never released")
+            time.sleep(0.1)
 
     def test_cancel_running_job(self):
         s = self.server

@@ -85,6 +85,7 @@ void bench_dit(const BenchArgs& a) {
 
   const int64_t budget = a.residency.budget_bytes();
   const bool keep_fp8 = a.residency.keep_fp8;
+  const bool sharded = a.residency.sharded();
   const bool streamed = budget > 0;
 
   const auto t_load = std::chrono::steady_clock::now();
@@ -127,6 +128,7 @@ void bench_dit(const BenchArgs& a) {
                                                        : 4.0) /
                          mesh->spec().tp;
     if (streamed) weight_need = std::min(weight_need, static_cast<double>(budget));
+    if (sharded) weight_need /= std::max(1, mesh->world().size() / mesh->spec().tp);
     const double need = wan::WanDit::activation_bytes(cfg, tokens) + weight_need;
     const double have =
         static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
@@ -138,8 +140,10 @@ void bench_dit(const BenchArgs& a) {
   check_mesh_for_model(*mesh, cfg.num_heads, true);
   ExecContext ctx = cli_context();
   ctx.mesh = mesh.get();
-  wan::WanDit model =
-      ck ? wan::open_dit(ck, p, ctx, budget, keep_fp8) : wan::WanDit(cfg, weights, p, ctx);
+  wan::WeightResidency residency;  // random weights in memory: sharded as a file's would be
+  if (!ck && sharded) residency.shard_group = wan::weight_shard_group(ctx);
+  wan::WanDit model = ck ? wan::open_dit(ck, p, ctx, budget, keep_fp8, sharded)
+                         : wan::WanDit(cfg, weights, p, ctx, residency);
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
@@ -221,9 +225,10 @@ void bench_dit(const BenchArgs& a) {
                       {"mesh", mesh->spec().str()},
                       {"ranks", mesh->world().size()}};
   if (guided) j["seconds_per_step"] = seconds;
-  if (streamed) {
-    // Per timed unit: block loads, the loader thread's time and the time forward() waited for
-    // it (the weights' share of the unit's time).
+  j["weights"] = sharded ? "sharded" : "resident";
+  if (streamed || sharded) {
+    // Per timed unit: block loads (sharded: gathers), the loader thread's time and the time
+    // forward() waited for it (the weights' share of the unit's time).
     const wan::WeightStreamStats st = model.weight_stream_stats();
     const double n = static_cast<double>(a.iters);
     const double wait = (st.wait_seconds - stream_before.wait_seconds) / n;

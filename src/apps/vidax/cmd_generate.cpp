@@ -100,6 +100,7 @@ GenerateOptions to_options(const GenerateArgs& a) {
   o.accel = a.accel;
   o.weights_budget = a.residency.budget_bytes();
   o.keep_fp8 = a.residency.keep_fp8;
+  o.sharded_weights = a.residency.sharded();
   return o;
 }
 

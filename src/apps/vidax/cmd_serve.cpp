@@ -146,6 +146,8 @@ void register_serve(CLI::App& app, int argc, char** argv) {
     if (a->negative_given) o.negative_prompt = a->negative_prompt;
     o.attention = a->attention;
     o.accel = a->accel;
+    if (a->residency.sharded())
+      throw_input_error("--weights sharded: vidax serve runs one process (nothing to shard over)");
     o.weights_budget = a->residency.budget_bytes();
     o.keep_fp8 = a->residency.keep_fp8;
     o.hash_models = !a->no_hash;

@@ -1,5 +1,5 @@
 // The options every command that builds a DiT takes for where its weights live
-// (docs/weights.md): --weights-budget SIZE and --keep-fp8.
+// (docs/weights.md): --weights resident|sharded, --weights-budget SIZE and --keep-fp8.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,6 +12,9 @@ namespace vidax::cli {
 struct WeightArgs {
   std::string budget;  // --weights-budget, as given
   bool keep_fp8 = false;
+  std::string mode = "resident";  // --weights resident | sharded
+  // --weights sharded; InputError naming the flag for another value.
+  bool sharded() const;
   // The budget in bytes, 0 without the flag; InputError naming the flag on a bad size.
   int64_t budget_bytes() const;
 };

@@ -11,6 +11,7 @@
 #include "core/byte_size.h"
 #include "core/convert.h"
 #include "core/prefetch_stream.h"
+#include "dist/group.h"
 #include "dist/mesh.h"
 #include "kernels/cpu/elementwise.h"
 #include "models/wan/dit_impl.h"
@@ -205,17 +206,34 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision,
     m.weights_fn = w;  // read again by the loader thread (the caller keeps its source alive)
   }
   m.block_bytes_estimate = block_weight_bytes(config, precision, m.tp.size, fp8);
+  if (residency.shard_group) {
+    if (residency.budget_bytes > 0)
+      throw_input_error(
+          "--weights sharded and --weights-budget: choose one (sharded already "
+          "holds 1/",
+          residency.shard_group->size(), " of the blocks per rank)");
+    if (fp8)
+      throw_input_error(
+          "--weights sharded keeps the checkpoint's bytes; with --keep-fp8 use "
+          "the resident or streamed modes");
+    m.sharded = std::make_unique<ShardedBlocks>(config, w, residency.shard_group);
+    pinned = 0;
+    window = n >= 2 ? 2 : n;
+  }
   Impl* impl = &m;
   PrefetchStream<DitBlockWeights>::LoadFn load;
-  if (residency.budget_bytes > 0) {
+  if (m.sharded) {
+    load = [impl](int i) { return impl->load_block(impl->sharded->gather(i), i); };
+  } else if (residency.budget_bytes > 0) {
     load = [impl](int i) { return impl->load_block(impl->weights_fn, i); };
   } else {  // every block is loaded here, before the constructor returns
     load = [impl, &w](int i) { return impl->load_block(w, i); };
   }
   // The loader packs with as many threads as the compute: on the 2-core machine that was faster
   // than one at 512 and at 1,950 tokens (docs/results/2026-12-04-weights.md, section 5).
-  m.blocks = std::make_unique<PrefetchStream<DitBlockWeights>>(n, pinned, window, std::move(load),
-                                                               omp_get_max_threads());
+  // Sharded: every rank finishes the same gathers, whenever its model is destroyed.
+  m.blocks = std::make_unique<PrefetchStream<DitBlockWeights>>(
+      n, pinned, window, std::move(load), omp_get_max_threads(), m.sharded != nullptr);
 }
 
 WanDit::~WanDit() = default;
@@ -332,8 +350,9 @@ size_t WanDit::weight_bytes() const {
   size_t n = m.stem_bytes();
   const PrefetchStream<DitBlockWeights>& b = *m.blocks;
   for (int i = 0; i < b.pinned(); ++i) n += b.pinned_item(i).bytes();
-  // Streamed blocks: at most `window` of them at a time.
+  // Streamed blocks: at most `window` of them at a time; sharded: this rank's chunks too.
   n += static_cast<size_t>(b.window() * m.block_bytes_estimate);
+  if (m.sharded) n += m.sharded->held_bytes();
   return n;
 }
 

@@ -25,6 +25,10 @@
 namespace vidax {
 class PackedLinear;
 }
+namespace vidax::dist {
+class Group;
+}  // namespace vidax::dist
+
 namespace vidax::sparse {
 class AttentionPolicy;
 struct AttentionDiagnostics;
@@ -76,6 +80,11 @@ struct WeightResidency {
   // the codes and scale of such a weight (nullopt for one stored otherwise, which is converted
   // as usual). Unset: fp8 weights are converted to the compute dtype at load.
   std::function<std::optional<Fp8Tensor>(const std::string&)> fp8;
+  // FSDP-style sharding (models/wan/dit_sharded.h): the ranks of this group each keep 1/size of
+  // every block's checkpoint bytes, and each block is gathered (by the block loader's thread,
+  // the only user of this group) into a window of two just before it is used, the next one
+  // while the current one computes. Bitwise the resident model. Not with a budget or fp8 kept.
+  std::shared_ptr<dist::Group> shard_group;
 };
 
 // What the streamed blocks cost: loads done so far, the time they took (on the loader thread)

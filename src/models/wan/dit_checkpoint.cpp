@@ -1,5 +1,9 @@
 #include "models/wan/dit_checkpoint.h"
 
+#include "dist/group.h"
+#include "dist/mesh.h"
+#include "dist/world.h"
+
 #include "models/wan/dit_tensors.h"
 
 namespace vidax::wan {
@@ -163,11 +167,29 @@ std::function<std::optional<Fp8Tensor>(const std::string&)> shared_fp8_loader(
       [ck = std::move(ck), load = std::move(load)](const std::string& name) { return load(name); };
 }
 
+std::shared_ptr<dist::Group> weight_shard_group(const ExecContext& ctx) {
+  const int tp = ctx.mesh != nullptr ? ctx.mesh->tp().size() : 1;
+  const int world = ctx.mesh != nullptr ? ctx.mesh->world().size() : 1;
+  if (world / tp < 2)
+    throw_job_input_error(
+        "--weights sharded splits the blocks over the processes that would "
+        "each hold them: run under mpirun with a --mesh of more than one "
+        "process per tensor-parallel rank (here ",
+        world, " process", world == 1 ? "" : "es", ", tp=", tp, ")");
+  if (!dist::collectives_from_any_thread())
+    throw_job_input_error(
+        "--weights sharded needs MPI_THREAD_MULTIPLE, which this Open MPI "
+        "did not grant");
+  // Every rank of one tp rank's replicas: the same rows of every weight.
+  return ctx.mesh->world().split(ctx.mesh->tp().rank(), ctx.mesh->world().rank(), "weights");
+}
+
 WanDit open_dit(const std::shared_ptr<const DitCheckpoint>& ck, Precision precision,
-                const ExecContext& ctx, int64_t weights_budget, bool keep_fp8) {
+                const ExecContext& ctx, int64_t weights_budget, bool keep_fp8, bool sharded) {
   WeightResidency residency;
   residency.budget_bytes = weights_budget;
   if (keep_fp8) residency.fp8 = shared_fp8_loader(ck);
+  if (sharded) residency.shard_group = weight_shard_group(ctx);
   // Streamed blocks are read again at every forward: their loader keeps the checkpoint open.
   const WeightFn weights = weights_budget > 0 ? shared_loader(ck) : ck->loader();
   WanDit dit(ck->config(), weights, precision, ctx, residency);

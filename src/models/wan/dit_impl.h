@@ -12,6 +12,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/rope3d.h"
 #include "models/wan/dit.h"
+#include "models/wan/dit_sharded.h"
 #include "nn/linear.h"
 #include "sparse/attention_policy.h"
 #include "sparse/self_attention_op.h"
@@ -91,7 +92,8 @@ struct WanDit::Impl {
   PackedLinear text0, text2;                   // text0 has GELU(tanh) fused
   PackedLinear time0, time2, time_projection;  // always f32 (the reference forces f32 here)
   // The blocks' weights: all resident, or some streamed from `weights_fn` (core/prefetch_stream.h).
-  WeightFn weights_fn;  // kept when blocks are streamed
+  WeightFn weights_fn;                     // kept when blocks are streamed
+  std::unique_ptr<ShardedBlocks> sharded;  // WeightResidency::shard_group: this rank's chunks
   std::function<std::optional<Fp8Tensor>(const std::string&)> fp8_fn;  // WeightResidency::fp8
   double block_bytes_estimate = 0;  // one block's packed bytes, from the shapes
   std::unique_ptr<PrefetchStream<DitBlockWeights>> blocks;
