@@ -150,7 +150,7 @@ TEST(MeshCli, ShardedWeightsGiveTheResidentResultBitForBit) {
   for (const auto& [n, args, message] :
        {std::tuple{1, std::string("--weights-mode sharded"), std::string("run under mpirun")},
         std::tuple{2, std::string("--mesh tp=2 --weights-mode sharded"),
-                   std::string("more than one process per tensor-parallel rank")},
+                   std::string("ring x ulysses is at least 2")},
         std::tuple{2, std::string("--mesh ulysses=2 --weights-mode sharded --weights-budget 1GiB"),
                    std::string("choose one")},
         std::tuple{1, std::string("--weights-mode shared"),

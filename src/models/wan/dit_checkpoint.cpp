@@ -168,20 +168,24 @@ std::function<std::optional<Fp8Tensor>(const std::string&)> shared_fp8_loader(
 }
 
 std::shared_ptr<dist::Group> weight_shard_group(const ExecContext& ctx) {
-  const int tp = ctx.mesh != nullptr ? ctx.mesh->tp().size() : 1;
-  const int world = ctx.mesh != nullptr ? ctx.mesh->world().size() : 1;
-  if (world / tp < 2)
+  // The group: one CFG branch's sequence-parallel ranks (ring x ulysses) of one tp rank. They
+  // hold the same rows of every weight and run the same blocks at every call; CFG branches may
+  // not (a step method can skip the blocks of one branch only: MagCache decides per branch), so
+  // their gathers could not be matched.
+  const int sp = ctx.mesh != nullptr ? ctx.mesh->sp().size() : 1;
+  if (sp < 2)
     throw_job_input_error(
-        "--weights sharded splits the blocks over the processes that would "
-        "each hold them: run under mpirun with a --mesh of more than one "
-        "process per tensor-parallel rank (here ",
-        world, " process", world == 1 ? "" : "es", ", tp=", tp, ")");
+        "--weights sharded splits the blocks over the sequence-parallel processes (ring x "
+        "ulysses) of each CFG branch and tp rank: run under mpirun with a --mesh where "
+        "ring x ulysses is at least 2 (here ",
+        sp, ")");
   if (!dist::collectives_from_any_thread())
     throw_job_input_error(
         "--weights sharded needs MPI_THREAD_MULTIPLE, which this Open MPI "
         "did not grant");
-  // Every rank of one tp rank's replicas: the same rows of every weight.
-  return ctx.mesh->world().split(ctx.mesh->tp().rank(), ctx.mesh->world().rank(), "weights");
+  // Its own communicator: the block loader's thread gathers on it while the main thread runs
+  // the sequence-parallel collectives on sp().
+  return ctx.mesh->sp().split(0, ctx.mesh->sp().rank(), "weights");
 }
 
 WanDit open_dit(const std::shared_ptr<const DitCheckpoint>& ck, Precision precision,

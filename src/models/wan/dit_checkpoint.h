@@ -65,9 +65,9 @@ std::function<std::optional<Fp8Tensor>(const std::string&)> shared_fp8_loader(
 // `weights_budget` > 0 the blocks beyond it streamed from `ck` (kept open by the model), and with
 // `keep_fp8` fp8 weights kept fp8 (dit.h WeightResidency). The one way commands build a DiT
 // from a checkpoint.
-// The group a sharded DiT splits its blocks over (WeightResidency::shard_group): the ranks that
-// hold the same tensor-parallel shard. Collective over the mesh's world. JobInputError without a
-// mesh of more than one such rank, or without MPI_THREAD_MULTIPLE.
+// The group a sharded DiT splits its blocks over (WeightResidency::shard_group): a new
+// communicator over the mesh's sp() group (one CFG branch's ring x ulysses ranks of one tp rank).
+// Collective over sp(). JobInputError when sp() has one rank, or without MPI_THREAD_MULTIPLE.
 std::shared_ptr<dist::Group> weight_shard_group(const ExecContext& ctx);
 
 // `sharded` (`--weights sharded`, needs a mesh): the blocks are split over the ranks that hold the
