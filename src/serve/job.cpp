@@ -1,6 +1,7 @@
 // Job: state names, the API view and the on-disk record.
 #include "serve/job.h"
 
+#include <chrono>
 #include <random>
 
 #include "core/error.h"
@@ -94,6 +95,10 @@ Job Job::from_record(const json& r) {
     throw_input_error("job record ", j.id, ": video_file '", j.video_file, "', expected ", j.id,
                       ".mp4");
   return j;
+}
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string new_job_id() {

@@ -49,6 +49,9 @@ struct Job {
   static Job from_record(const nlohmann::json& record);
 };
 
+// Seconds since the Unix epoch (the system clock): the jobs' created/started/finished times.
+double unix_now();
+
 // 16 lowercase hex digits from the system's random source.
 std::string new_job_id();
 // True for exactly what new_job_id() makes: no '/', '.', or anything a path could use.

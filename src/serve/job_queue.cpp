@@ -27,10 +27,6 @@ using nlohmann::json;
 
 namespace {
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 constexpr size_t kMaxEventsPerJob =
     20000;  // a bound on a job's stream (steps x phases is far less)
 

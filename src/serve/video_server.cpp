@@ -26,10 +26,6 @@ using nlohmann::json;
 
 namespace {
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(body.dump(2, ' ', false, json::error_handler_t::replace) + "\n",

@@ -146,8 +146,8 @@ TEST(DitMesh, EveryMeshAndPolicyEqualsOneProcess) {
   }
 }
 
-// --weights sharded: every rank of a tp rank's replicas keeps 1/N of the blocks' checkpoint bytes
-// and gathers each block before use. The gathered bytes are the checkpoint's, so the results
+// --weights sharded: every ring x ulysses rank of a tp rank keeps 1/N of the blocks' checkpoint
+// bytes and gathers each block before use. The gathered bytes are the checkpoint's, so the results
 // are those of the resident model on the same mesh bit for bit, forward after forward (the
 // stream cycles through the blocks), while the blocks' share of memory falls to about 1/N plus
 // the window of two packed blocks.

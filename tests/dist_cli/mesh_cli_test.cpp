@@ -85,6 +85,16 @@ Tensor output(const std::string& path, const std::string& name) {
   return SafetensorsFile::open(path).tensor(name);
 }
 
+// `run dit`'s input from the fixture's first call (x, its timestep, the context, seq_len).
+std::string write_fixture_dit_input(const TempDir& dir, const SafetensorsFile& io) {
+  const std::string in = dir.file("in.safetensors");
+  write_safetensors(in, {{"x", io.tensor("x")},
+                         {"t", io.tensor("call0.t")},
+                         {"context", io.tensor("context")},
+                         {"seq_len", io.tensor("seq_len")}});
+  return in;
+}
+
 struct MeshCase {
   int ranks;
   std::string mesh;
@@ -96,11 +106,7 @@ TEST(MeshCli, RunDitOnTheFixtureEqualsOneProcessAndTheReference) {
   VIDAX_REQUIRE_FIXTURE(io_path, "dit_t2v_tiny.io.safetensors");
   TempDir dir;
   auto io = SafetensorsFile::open(io_path);
-  const std::string in = dir.file("in.safetensors");
-  write_safetensors(in, {{"x", io.tensor("x")},
-                         {"t", io.tensor("call0.t")},
-                         {"context", io.tensor("context")},
-                         {"seq_len", io.tensor("seq_len")}});
+  const std::string in = write_fixture_dit_input(dir, io);
   const std::string common = "run dit --weights " + weights + " --in " + in + " --out ";
   const Result one = run_one(common + dir.file("one.safetensors"));
   ASSERT_EQ(one.code, 0) << one.out;
@@ -120,18 +126,14 @@ TEST(MeshCli, RunDitOnTheFixtureEqualsOneProcessAndTheReference) {
   }
 }
 
-// --weights-mode sharded (run dit's --weights is the file): the blocks split over the replicas of
-// each tp rank and gathered before use give the resident run's bytes exactly.
+// --weights-mode sharded (run dit's --weights is the file): the blocks split over the ring x
+// ulysses ranks of each tp rank and gathered before use give the resident run's bytes exactly.
 TEST(MeshCli, ShardedWeightsGiveTheResidentResultBitForBit) {
   VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
   VIDAX_REQUIRE_FIXTURE(io_path, "dit_t2v_tiny.io.safetensors");
   TempDir dir;
   auto io = SafetensorsFile::open(io_path);
-  const std::string in = dir.file("in.safetensors");
-  write_safetensors(in, {{"x", io.tensor("x")},
-                         {"t", io.tensor("call0.t")},
-                         {"context", io.tensor("context")},
-                         {"seq_len", io.tensor("seq_len")}});
+  const std::string in = write_fixture_dit_input(dir, io);
   const std::string common = "run dit --weights " + weights + " --in " + in + " --out ";
   for (const MeshCase& c :
        {MeshCase{2, "ulysses=2", 0}, MeshCase{4, "ring=2,tp=2", 0}, MeshCase{3, "ring=3", 0}}) {
