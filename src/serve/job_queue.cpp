@@ -132,7 +132,7 @@ void JobQueue::restore() {
   }
 }
 
-void JobQueue::submit(Job job) {
+Job JobQueue::submit(Job job) {
   std::lock_guard lock(mutex_);
   if (stopping_) throw QueueFull("the server is shutting down");
   if (queue_.size() >= max_queued_)
@@ -147,6 +147,7 @@ void JobQueue::submit(Job job) {
   push_event(e, "status", {{"status", "queued"}});
   queue_.push_back(id);
   work_cv_.notify_one();
+  return e.job;
 }
 
 std::optional<Job> JobQueue::get(const std::string& id) const {

@@ -84,8 +84,10 @@ class JobQueue {
   JobQueue& operator=(const JobQueue&) = delete;
 
   // Queues `job` (its id, request and created time set by the caller; state queued). Writes its
-  // record first. Throws QueueFull, or InputError when the record cannot be written.
-  void submit(Job job);
+  // record first. Returns the job as accepted (queued: the worker may already have started it by
+  // the time the caller looks again). Throws QueueFull, or InputError when the record cannot be
+  // written.
+  Job submit(Job job);
   std::optional<Job> get(const std::string& id) const;
   std::vector<Job> list() const;  // newest first
   CancelOutcome cancel(const std::string& id);

@@ -220,9 +220,9 @@ struct VideoServer::Impl {
       job.id = id;
       job.created = unix_now();
       job.request = canonical_request(fields, o, plan, seed, image_file, last_file);
-      queue->submit(job);
+      const Job accepted = queue->submit(job);
       res.set_header("Location", "/v1/videos/" + id);
-      send_json(res, 202, queue->get(id)->to_json());
+      send_json(res, 202, accepted.to_json());
     } catch (const RequestError& e) {
       drop_saved();
       send_error(res, 400, e.what(), e.field());

@@ -143,4 +143,5 @@ class Server:
             self.proc.send_signal(sig)
         rc = self.proc.wait(timeout=timeout)
         self._drain.join(timeout=5)
+        self.proc.stderr.close()
         return rc
