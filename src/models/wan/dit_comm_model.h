@@ -1,7 +1,7 @@
 // The communication model of the Wan DiT under a mesh: the bytes one rank sends per forward for
 // each collective the sequence-parallel DiT issues (dit_block.cpp, dist/sequence_parallel.cpp),
-// derived from the shapes alone. `vidax bench dit --mesh` prints it beside the measured bytes,
-// and the AoiZora planner issue will price meshes with it. Thread-safe (pure).
+// summed from its schedule (dit_schedule.h). `vidax bench dit --mesh` prints it beside the
+// measured bytes. Thread-safe (pure).
 #pragma once
 
 #include <cstdint>
