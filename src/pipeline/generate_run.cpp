@@ -471,6 +471,7 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
           {"total_seconds", r.total_seconds}}},
         {"peak_rss_bytes", peak_rss_bytes()},
         {"command", o.command_line}};
+    if (!o.topology_plan.is_null()) sidecar["topology_plan"] = o.topology_plan;
     r.sidecar_json = sidecar;
     if (!write_video) {
       r.output.clear();

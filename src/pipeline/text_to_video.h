@@ -82,6 +82,9 @@ struct GenerateOptions {
   // and appends its error / recall record here (sparse/sparse_attention.h); slows the run.
   sparse::AttentionDiagnostics* attention_diagnostics = nullptr;
   std::vector<std::string> command_line;  // argv, recorded in the sidecar
+  // `generate --plan`: the topology plan this run executes (plan/plan_file.h), recorded in the
+  // sidecar as "topology_plan" beside the measured seconds per step. Null: none.
+  nlohmann::json topology_plan;
   // Sees every chunk of decoded frames ([3, n, H, W] F32, raw) after the writer got it.
   std::function<void(const Tensor& frames)> on_frames;
   // Models kept loaded across calls (pipeline/resident_models.h); null: each phase loads its

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <random>
 
 #include "apps/vidax/commands.h"
@@ -13,9 +14,11 @@
 #include "apps/vidax/weight_args.h"
 #include "core/error.h"
 #include "dist/tensor_collectives.h"
+#include "dist/world.h"
 #include "io/prompt_file.h"
 #include "io/temp_paths.h"
 #include "pipeline/text_to_video.h"
+#include "plan/plan_file.h"
 #include "sampling/scheduler.h"
 
 namespace vidax::cli {
@@ -33,7 +36,37 @@ struct GenerateArgs {
   double shift = 5.0, guide_scale = 5.0, fps = 16;
   bool dry_run = false, progress = false, no_hash = false, json = false;
   MeshArgs mesh;
+  std::string plan_file;  // --plan: a topology plan (vidax plan -o)
 };
+
+// --plan: the plan's mesh, weight mode, size and frames become this run's (a flag that says
+// otherwise is an error naming both). Returns the plan.
+plan::PlanFile apply_topology_plan(GenerateArgs& a) {
+  plan::PlanFile p = plan::read_plan_file(a.plan_file);
+  const int world_size = dist::world().size();
+  if (world_size != p.devices)
+    throw_job_input_error("--plan: ", a.plan_file, " is for ", p.devices,
+                          " processes; this job has ", world_size, " (mpirun -n ", p.devices, ")");
+  const std::string planned = p.mesh.str();
+  if (!a.mesh.spec.empty() && dist::parse_mesh_spec(a.mesh.spec).str() != planned)
+    throw_job_input_error("--plan: the plan's mesh is ", planned, "; --mesh says ", a.mesh.spec);
+  a.mesh.spec = planned;
+  if (a.residency.mode != "resident" && a.residency.mode != p.weights)
+    throw_job_input_error("--plan: the plan keeps the weights ", p.weights, "; --weights says ",
+                          a.residency.mode);
+  a.residency.mode = p.weights;
+  const std::string size = str_cat(p.width, "x", p.height);
+  if (a.size_given && parse_size(a.size, "--size") != std::pair{p.width, p.height})
+    throw_job_input_error("--plan: the plan is for --size ", size, "; --size says ", a.size);
+  a.size = size;
+  a.size_given = true;
+  if (a.frames_given && a.frames != p.frames)
+    throw_job_input_error("--plan: the plan is for --frames ", p.frames, "; --frames says ",
+                          a.frames);
+  a.frames = p.frames;
+  a.frames_given = true;
+  return p;
+}
 
 std::vector<std::string> command_line_of(int argc, char** argv) {
   return std::vector<std::string>(argv, argv + argc);
@@ -169,6 +202,9 @@ void register_generate(CLI::App& app, int argc, char** argv) {
   cmd->add_flag("--no-hash", a->no_hash, "skip the SHA-256 of the model files in the sidecar");
   cmd->add_flag("--json", a->json, "print the plan (dry run) or the result as JSON on stdout");
   add_mesh_args(cmd, a->mesh);
+  cmd->add_option("--plan", a->plan_file,
+                  "run the mesh and weight mode of a plan from `vidax plan -o` (under mpirun, "
+                  "with its rankfile); the sidecar records it");
   const std::vector<std::string> command_line = command_line_of(argc, argv);
   cmd->callback([a, command_line, negative, size, frames, fps, steps, shift, guide] {
     a->steps_given = steps->count() > 0;
@@ -178,6 +214,8 @@ void register_generate(CLI::App& app, int argc, char** argv) {
     a->size_given = size->count() > 0;
     a->frames_given = frames->count() > 0;
     a->fps_given = fps->count() > 0;
+    std::optional<plan::PlanFile> topology_plan;
+    if (!a->plan_file.empty()) topology_plan = apply_topology_plan(*a);
     const auto mesh = make_mesh(a->mesh);
     GenerateOptions o = to_options(*a);
     o.command_line = command_line;
@@ -192,6 +230,24 @@ void register_generate(CLI::App& app, int argc, char** argv) {
     const GenerationPlan plan = plan_generation(o);
     check_mesh_for_model(*mesh, plan.dit_config.value("num_heads", int64_t{0}),
                          true);  // generate always runs both branches, as the reference
+    if (topology_plan) {
+      const plan::PlanFile& tp = *topology_plan;
+      const int64_t dim = plan.dit_config.value("dim", int64_t{0}),
+                    heads = plan.dit_config.value("num_heads", int64_t{0}),
+                    layers = plan.dit_config.value("num_layers", int64_t{0});
+      if (dim != tp.dim || heads != tp.num_heads || layers != tp.num_layers)
+        throw_job_input_error("--plan: ", a->plan_file, " was made for a DiT of dim ", tp.dim, ", ",
+                              tp.num_heads, " heads, ", tp.num_layers,
+                              " layers; this model has dim ", dim, ", ", heads, " heads, ", layers,
+                              " layers");
+      o.topology_plan = {{"file", a->plan_file},
+                         {"topology", tp.topology},
+                         {"mesh", tp.mesh.str()},
+                         {"weights", tp.weights},
+                         {"devices", tp.device_of_rank},
+                         {"predicted_step_seconds", tp.predicted_step_seconds},
+                         {"plan", tp.json}};
+    }
     if (mesh->spec().ring > 1 && a->attention != "dense")
       throw_job_input_error("--attention ", a->attention, ": sparse attention runs under ",
                             "ulysses and cfg; ring attention is dense only (--mesh ", a->mesh.spec,

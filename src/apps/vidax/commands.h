@@ -33,6 +33,7 @@ void register_synth(CLI::App& app);
 void register_calibrate(CLI::App& app);                     // cmd_calibrate.cpp
 void register_eval(CLI::App& app);                          // cmd_eval.cpp
 void register_serve(CLI::App& app, int argc, char** argv);  // cmd_serve.cpp
+void register_plan(CLI::App& app);                          // cmd_plan.cpp
 
 // The shipped vidax-tiny folder: `flag` when set, else $VIDAX_TINY_MODEL, next to the build
 // folder, or ./models/vidax-tiny (cmd_demo.cpp). InputError when none exists.

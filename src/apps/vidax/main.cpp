@@ -175,6 +175,7 @@ int run_cli(int argc, char** argv) {
   vidax::cli::register_eval(app);
   vidax::cli::register_calibrate(app);
   vidax::cli::register_serve(app, argc, argv);
+  vidax::cli::register_plan(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

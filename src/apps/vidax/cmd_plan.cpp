@@ -1,0 +1,164 @@
+// `vidax plan`: the topology planner (plan/planner.h). Picks the mesh, weight mode and placement
+// of a request on a topology (a preset, a JSON file, or `local`: this machine, measured) and
+// writes the plan file `vidax generate --plan` runs, plus an MPI rankfile.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "apps/vidax/commands.h"
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "models/wan/dit_checkpoint.h"
+#include "models/wan/dit_config.h"
+#include "pipeline/model_files.h"
+#include "plan/local_topology.h"
+#include "plan/planner.h"
+
+namespace vidax::cli {
+namespace {
+
+struct PlanArgs {
+  std::string model, size = "832x480", topology, precision = "bf16", attention = "dense";
+  std::string weights = "any", output, rankfile, comm;
+  int64_t frames = 81, steps = 50;
+  int devices = 0;
+  double density = 0;
+  bool no_guidance = false, json = false, explain = false;
+};
+
+wan::DitConfig model_config(const std::string& model) {
+  if (auto preset = wan::dit_preset(model)) return *preset;
+  std::error_code ec;
+  if (!std::filesystem::exists(model, ec)) {
+    std::string names;
+    for (const auto& n : wan::dit_preset_names()) {
+      if (!names.empty()) names += ", ";
+      names += n;
+    }
+    throw_input_error("--model: \"", model, "\" is neither a model folder nor a preset (", names,
+                      ")");
+  }
+  std::string dit = model;
+  if (std::filesystem::is_directory(model, ec)) dit = resolve_model_files(model, {}, false).dit;
+  if (dit.empty()) throw_input_error("--model: no DiT checkpoint found in ", model);
+  return wan::DitCheckpoint::open(dit).config();
+}
+
+// The attention policy's share of the dense FLOPs: --attention-density, else its density=
+// option, else 1 (dense, or a policy whose density is only known at run time).
+double attention_density(const PlanArgs& a) {
+  if (a.density > 0) {
+    if (a.density > 1) throw_input_error("--attention-density: expected a share in (0, 1]");
+    return a.density;
+  }
+  const auto pos = a.attention.find("density=");
+  if (pos == std::string::npos) return 1.0;
+  try {
+    const double d = std::stod(a.attention.substr(pos + 8));
+    if (d > 0 && d <= 1) return d;
+  } catch (const std::exception&) {
+  }
+  throw_input_error("--attention: density= expects a share in (0, 1]");
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  AtomicFile f(path);
+  f.write_all(text.data(), text.size());
+  f.commit();
+}
+
+void run_plan(const PlanArgs& a) {
+  plan::PlanRequest r;
+  r.model = a.model;
+  r.config = model_config(a.model);
+  const auto [w, h] = parse_size(a.size, "--size");
+  r.width = w;
+  r.height = h;
+  r.frames = a.frames;
+  if (a.steps < 1) throw_input_error("--steps: expected >= 1");
+  r.steps = a.steps;
+  r.guided = !a.no_guidance;
+  r.precision = wan::parse_precision(a.precision, "--precision");
+  r.attention = a.attention;
+  r.attention_density = attention_density(a);
+  if (a.weights == "any") {
+    r.weight_modes = {"resident", "sharded"};
+  } else if (a.weights == "resident" || a.weights == "sharded") {
+    r.weight_modes = {a.weights};
+  } else {
+    throw_input_error("--weights: expected resident, sharded or any, got \"", a.weights, "\"");
+  }
+  if (a.devices < 0) throw_input_error("--devices: expected a positive count");
+  r.devices = a.devices;
+  if (r.config.kind == wan::DitKind::kTI2V) {  // Wan 2.2's VAE: 16x spatial, 48 channels
+    r.vae_stride_hw = 16;
+    r.z_dim = 48;
+  }
+  plan::Topology topo;
+  if (a.topology == "local") {
+    if (a.devices < 1) throw_input_error("--devices: the local topology needs the process count");
+    plan::LocalCalibration cal;
+    cal.processes = a.devices;
+    cal.config = r.config;
+    cal.precision = r.precision;
+    const int64_t tokens = ((r.frames - 1) / r.vae_stride_t + 1) * (r.height / r.vae_stride_hw) *
+                           (r.width / r.vae_stride_hw) / r.config.patch_volume();
+    cal.tokens = tokens;
+    cal.rows = tokens / a.devices + 1;
+    if (!a.comm.empty()) {
+      std::ifstream in(a.comm);
+      if (!in) throw_input_error("--comm: cannot read ", a.comm);
+      std::ostringstream s;
+      s << in.rdbuf();
+      cal.comm_json = s.str();
+    }
+    topo = plan::local_topology(cal);
+  } else {
+    if (!a.comm.empty()) throw_input_error("--comm: only with --topology local");
+    topo = plan::load_topology(a.topology);
+  }
+  const plan::Plan p = plan::make_plan(r, topo);
+  if (!a.output.empty()) write_text(a.output, p.to_json(a.explain).dump(2) + "\n");
+  if (!a.rankfile.empty()) write_text(a.rankfile, p.rankfile());
+  if (a.json) {
+    std::printf("%s\n", p.to_json(a.explain).dump(2).c_str());
+  } else {
+    std::printf("%s", p.to_text(a.explain).c_str());
+    if (!a.output.empty()) std::printf("plan written to %s\n", a.output.c_str());
+  }
+}
+
+}  // namespace
+
+void register_plan(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  auto* cmd = app.add_subcommand(
+      "plan", "Choose the mesh and placement of a request on a topology (the AoiZora planner)");
+  cmd->add_option("--model", a->model, "model folder or DiT preset (wan2.1-t2v-14b, ...)")
+      ->required();
+  cmd->add_option("--topology", a->topology,
+                  "preset (tpu-v5e-2x4, h100-nvswitch-x8, ..., local) or a topology JSON file")
+      ->required();
+  cmd->add_option("--frames", a->frames, "video frames, 4k+1 (default 81)");
+  cmd->add_option("--size", a->size, "WIDTHxHEIGHT (default 832x480)");
+  cmd->add_option("--steps", a->steps, "denoising steps (default 50)");
+  cmd->add_option("--devices", a->devices,
+                  "devices (processes) to use; default all of the topology; required for local");
+  cmd->add_option("--precision", a->precision, "bf16 (default) | fp32");
+  cmd->add_option("--attention", a->attention, "attention policy spec (dense by default)");
+  cmd->add_option("--attention-density", a->density,
+                  "the policy's share of the dense attention FLOPs (default: its density= or 1)");
+  cmd->add_flag("--no-guidance", a->no_guidance, "no classifier-free guidance (one forward/step)");
+  cmd->add_option("--weights", a->weights, "resident | sharded | any (default: any)");
+  cmd->add_option("--comm", a->comm,
+                  "local only: JSON of `mpirun -n N vidax bench comm --json` (latency, bandwidth)");
+  cmd->add_flag("--json", a->json, "print the plan as JSON");
+  cmd->add_flag("--explain", a->explain, "list every candidate: its estimate and its fate");
+  cmd->add_option("-o,--output", a->output, "write the plan file (for generate --plan)");
+  cmd->add_option("--rankfile", a->rankfile, "write an Open MPI rankfile of the placement");
+  cmd->callback([a] { run_plan(*a); });
+}
+
+}  // namespace vidax::cli

@@ -1,0 +1,30 @@
+// The `local` topology: this machine running N processes (`mpirun -n N`), measured here. Each
+// process gets cores / N OpenMP threads (one when oversubscribed, then a share cores / N of a
+// core), so one "device" is that share of the CPU: its GEMM and attention rates are timed on the
+// request's own sizes with that many threads (vidax's kernels, the ones the run will use), its
+// memory bandwidth by a streaming pass. The processes talk through shared memory: each has one
+// port (link) whose bandwidth and the collectives' latency come from `vidax bench comm --json`
+// run under the same mpirun (its alpha_beta fit), or from a memory-copy estimate when not given.
+// Not thread-safe (sets OpenMP's thread count while measuring).
+#pragma once
+
+#include <string>
+
+#include "models/wan/dit.h"
+#include "plan/topology.h"
+
+namespace vidax::plan {
+
+struct LocalCalibration {
+  int processes = 1;
+  int cores = 0;          // 0: OpenMP's maximum threads
+  wan::DitConfig config;  // sizes to time the kernels at
+  int64_t rows = 1024;    // GEMM rows (a rank's tokens, capped)
+  int64_t tokens = 1024;  // attention length (capped)
+  wan::Precision precision = wan::Precision::kBF16;
+  std::string comm_json;  // the text of `vidax bench comm --json` (optional)
+};
+
+Topology local_topology(const LocalCalibration& calibration);
+
+}  // namespace vidax::plan

@@ -1,0 +1,249 @@
+#include "plan/plan_file.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "core/byte_size.h"
+#include "core/error.h"
+#include "plan/planner.h"
+
+namespace vidax::plan {
+namespace {
+
+using nlohmann::json;
+
+json cost_json(const StepCost& c) {
+  json col = json::object();
+  for (const auto& [k, v] : c.collectives) col[k] = v;
+  return {{"step_s", c.step},
+          {"compute_s", c.compute},
+          {"gemm_s", c.gemm},
+          {"attention_s", c.attention},
+          {"memory_bound_s", c.memory},
+          {"collectives_s", col},
+          {"communication_s", c.communication},
+          {"overlapped_s", c.overlapped},
+          {"exposed_communication_s", c.exposed}};
+}
+
+json candidate_json(const Candidate& c, const Topology& t) {
+  json j = {{"mesh", c.mesh.str()},
+            {"weights", c.weights},
+            {"status", c.status},
+            {"memory_per_device_bytes", c.memory_per_device},
+            {"bound_s", c.bound}};
+  if (!c.reason.empty()) j["reason"] = c.reason;
+  if (c.best() != nullptr) {
+    j["predicted"] = cost_json(c.best()->cost);
+    j["placement"] = c.best()->placement.description;
+    j["rank_order_step_s"] = c.rank_order_step;
+    json places = json::array();
+    for (const auto& p : c.placements)
+      places.push_back({{"placement", p.placement.description}, {"step_s", p.cost.step}});
+    j["placements"] = places;
+  }
+  (void)t;
+  return j;
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+[[noreturn]] void bad(const std::string& source, const std::string& field,
+                      const std::string& expected) {
+  throw_input_error(source, ": ", field, ": expected ", expected);
+}
+
+int64_t positive(const json& j, const std::string& source, const std::string& field) {
+  const json* v = &j;
+  std::string path;
+  std::stringstream ss(field);
+  for (std::string part; std::getline(ss, part, '.');) {
+    if (!v->is_object() || !v->contains(part)) bad(source, field, "a positive integer (missing)");
+    v = &v->at(part);
+  }
+  if (!v->is_number_integer() || v->get<int64_t>() < 1 || v->get<int64_t>() > (1 << 30))
+    bad(source, field, "a positive integer, got " + v->dump());
+  return v->get<int64_t>();
+}
+
+}  // namespace
+
+json Plan::to_json(bool explain) const {
+  const Candidate& w = winner();
+  const PlacementResult& best = *w.best();
+  json ranks = json::array();
+  for (size_t r = 0; r < best.placement.device_of_rank.size(); ++r) {
+    const int d = best.placement.device_of_rank[r];
+    ranks.push_back({{"rank", r}, {"device", topology.device_name(d)}, {"index", d}});
+  }
+  const wan::DitConfig& c = request.config;
+  json j = {
+      {"vidax_plan", 1},
+      {"model",
+       {{"name", request.model},
+        {"dim", c.dim},
+        {"num_heads", c.num_heads},
+        {"num_layers", c.num_layers},
+        {"ffn_dim", c.ffn_dim}}},
+      {"request",
+       {{"size", str_cat(request.width, "x", request.height)},
+        {"width", request.width},
+        {"height", request.height},
+        {"frames", request.frames},
+        {"steps", request.steps},
+        {"guided", request.guided},
+        {"precision", request.precision == wan::Precision::kBF16 ? "bf16" : "fp32"},
+        {"attention", request.attention},
+        {"attention_density", request.attention_density},
+        {"tokens", tokens}}},
+      {"topology",
+       {{"name", topology.name}, {"source", topology.source}, {"devices", topology.devices()}}},
+      {"mesh",
+       {{"spec", w.mesh.str()},
+        {"cfg", w.mesh.cfg},
+        {"ring", w.mesh.ring},
+        {"ulysses", w.mesh.ulysses},
+        {"tp", w.mesh.tp}}},
+      {"weights", w.weights},
+      {"placement", {{"description", best.placement.description}, {"ranks", ranks}}},
+      {"predicted", cost_json(best.cost)},
+      {"planner",
+       {{"enumerated", enumerated},
+        {"rejected", rejected},
+        {"pruned", pruned},
+        {"compiled", compiled},
+        {"placements", placements}}}};
+  j["predicted"]["memory_per_device_bytes"] = w.memory_per_device;
+  j["predicted"]["rank_order_step_s"] = w.rank_order_step;
+  j["predicted"]["placement_gain"] = w.rank_order_step / best.cost.step;
+  j["predicted"]["denoise_s"] = best.cost.step * static_cast<double>(request.steps);
+  if (explain) {
+    json all = json::array();
+    for (const Candidate& cand : candidates) all.push_back(candidate_json(cand, topology));
+    j["candidates"] = all;
+  }
+  return j;
+}
+
+std::string Plan::to_text(bool explain) const {
+  const Candidate& w = winner();
+  const StepCost& c = w.best()->cost;
+  std::ostringstream s;
+  s << "plan for " << request.model << ", " << request.width << "x" << request.height << " x "
+    << request.frames << " frames (" << tokens << " tokens) on " << topology.name << " ("
+    << topology.devices() << " x " << topology.device.kind << ")\n";
+  s << "mesh: " << w.mesh.str() << ", weights " << w.weights << ", "
+    << format_bytes(w.memory_per_device) << " per device\n";
+  s << "placement: " << w.best()->placement.description << "\n";
+  s << "predicted step: " << fmt("%.4g", c.step) << " s = compute " << fmt("%.4g", c.compute)
+    << " s (gemm " << fmt("%.3g", c.gemm) << ", attention " << fmt("%.3g", c.attention)
+    << ", memory-bound " << fmt("%.3g", c.memory) << ") + exposed communication "
+    << fmt("%.4g", c.exposed) << " s\n";
+  for (const auto& [k, v] : c.collectives) s << "  " << k << ": " << fmt("%.4g", v) << " s\n";
+  s << "rank-order placement: " << fmt("%.4g", w.rank_order_step) << " s ("
+    << fmt("%.3f", w.rank_order_step / c.step) << "x the chosen one)\n";
+  s << "searched: " << enumerated << " meshes, " << rejected << " rejected, " << pruned
+    << " pruned, " << compiled << " compiled, " << placements << " placements simulated\n";
+  if (explain) {
+    s << "\ncandidates (best first):\n";
+    for (const Candidate& cand : candidates) {
+      s << "  " << cand.mesh.str() << " " << cand.weights << ": " << cand.status;
+      if (cand.best() != nullptr)
+        s << ", step " << fmt("%.4g", cand.best()->cost.step) << " s (compute "
+          << fmt("%.4g", cand.best()->cost.compute) << ", exposed comm "
+          << fmt("%.4g", cand.best()->cost.exposed) << "), rank order "
+          << fmt("%.4g", cand.rank_order_step) << " s, best placement "
+          << cand.best()->placement.description << ", " << cand.placements.size() << " placements";
+      else if (cand.status == "pruned")
+        s << " (bound " << fmt("%.4g", cand.bound) << " s): " << cand.reason;
+      else
+        s << ": " << cand.reason;
+      s << "\n";
+    }
+  }
+  return s.str();
+}
+
+std::string Plan::rankfile() const {
+  std::ostringstream s;
+  const PlacementResult& best = *winner().best();
+  for (size_t r = 0; r < best.placement.device_of_rank.size(); ++r) {
+    const int d = best.placement.device_of_rank[r];
+    if (topology.fabric == FabricKind::kSwitch) {
+      const std::string host =
+          topology.nodes == 1 ? std::string("localhost") : str_cat("node", topology.node_of(d));
+      s << "rank " << r << "=" << host << " slot=" << d % topology.devices_per_node << "\n";
+    } else {
+      // A TPU slice has no MPI ranks; the file still says which chip each rank takes.
+      s << "# rank " << r << " -> chip " << topology.device_name(d) << "\n";
+    }
+  }
+  return s.str();
+}
+
+PlanFile parse_plan_file(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw_input_error(source, ": not valid JSON (", e.what(), ")");
+  }
+  if (!j.is_object() || !j.contains("vidax_plan") || j.at("vidax_plan") != 1)
+    bad(source, "vidax_plan", "1 (a file written by vidax plan)");
+  PlanFile p;
+  p.mesh.cfg = static_cast<int>(positive(j, source, "mesh.cfg"));
+  p.mesh.ring = static_cast<int>(positive(j, source, "mesh.ring"));
+  p.mesh.ulysses = static_cast<int>(positive(j, source, "mesh.ulysses"));
+  p.mesh.tp = static_cast<int>(positive(j, source, "mesh.tp"));
+  if (p.mesh.cfg > 2) bad(source, "mesh.cfg", "1 or 2");
+  if (!j.contains("weights") || !j.at("weights").is_string() ||
+      (j.at("weights") != "resident" && j.at("weights") != "sharded"))
+    bad(source, "weights", "\"resident\" or \"sharded\"");
+  p.weights = j.at("weights").get<std::string>();
+  p.devices = static_cast<int>(positive(j, source, "topology.devices"));
+  if (p.devices != p.mesh.size())
+    bad(source, "topology.devices",
+        str_cat("the mesh's ", p.mesh.size(), " processes, got ", p.devices));
+  p.topology = j.at("topology").value("name", "");
+  p.dim = positive(j, source, "model.dim");
+  p.num_heads = positive(j, source, "model.num_heads");
+  p.num_layers = positive(j, source, "model.num_layers");
+  p.width = positive(j, source, "request.width");
+  p.height = positive(j, source, "request.height");
+  p.frames = positive(j, source, "request.frames");
+  const json* ranks = nullptr;
+  if (j.contains("placement") && j.at("placement").is_object() &&
+      j.at("placement").contains("ranks"))
+    ranks = &j.at("placement").at("ranks");
+  if (ranks == nullptr || !ranks->is_array() || static_cast<int>(ranks->size()) != p.devices)
+    bad(source, "placement.ranks", str_cat("one entry per rank (", p.devices, ")"));
+  for (size_t r = 0; r < ranks->size(); ++r) {
+    const json& e = (*ranks)[r];
+    if (!e.is_object() || !e.contains("rank") || e.at("rank") != r || !e.contains("device") ||
+        !e.at("device").is_string())
+      bad(source, str_cat("placement.ranks[", r, "]"),
+          str_cat("{\"rank\": ", r, ", \"device\": NAME}"));
+    p.device_of_rank.push_back(e.at("device").get<std::string>());
+  }
+  if (j.contains("predicted") && j.at("predicted").contains("step_s") &&
+      j.at("predicted").at("step_s").is_number())
+    p.predicted_step_seconds = j.at("predicted").at("step_s").get<double>();
+  p.json = std::move(j);
+  return p;
+}
+
+PlanFile read_plan_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_input_error("--plan: cannot read ", path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().size() > (64u << 20)) throw_input_error(path, ": larger than 64 MiB");
+  return parse_plan_file(text.str(), path);
+}
+
+}  // namespace vidax::plan

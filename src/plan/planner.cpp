@@ -1,0 +1,296 @@
+#include "plan/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/byte_size.h"
+#include "core/error.h"
+#include "models/wan/dit_schedule.h"
+#include "models/wan/dit_tensors.h"
+#include "plan/placement.h"
+
+namespace vidax::plan {
+namespace {
+
+using dist::MeshSpec;
+using dist::OpClass;
+
+std::vector<int> divisors(int n) {
+  std::vector<int> d;
+  for (int i = 1; i <= n; ++i)
+    if (n % i == 0) d.push_back(i);
+  return d;
+}
+
+wan::DitScheduleRequest schedule_request(const PlanRequest& r, int64_t tokens, int64_t latent,
+                                         bool sharded) {
+  wan::DitScheduleRequest s;
+  s.tokens = tokens;
+  s.latent_numel = latent;
+  s.precision = r.precision;
+  s.guided = r.guided;
+  s.attention_density = r.attention_density;
+  s.sparse_policy = r.attention != "dense";
+  s.sharded_weights = sharded;
+  s.checkpoint_item_bytes = 2;  // published checkpoints are bf16
+  return s;
+}
+
+// Why the runtime would refuse `m` for this request; empty when it runs.
+std::string refusal(const PlanRequest& r, const MeshSpec& m, bool sharded) {
+  const wan::DitConfig& c = r.config;
+  if (m.cfg == 2 && !r.guided) return "cfg=2 needs classifier-free guidance";
+  if (c.num_heads % (m.ulysses * m.tp) != 0)
+    return str_cat("ulysses x tp = ", m.ulysses * m.tp, " does not divide the ", c.num_heads,
+                   " heads");
+  if (m.tp > 1)
+    for (const auto& d : wan::dit_tensor_decls(c)) {
+      if (d.shard == ShardAxis::kNone || d.name.rfind("blocks.0.", 0) != 0) continue;
+      const int64_t n = d.shape[d.shard == ShardAxis::kOutput ? 0 : 1];
+      if (n % m.tp != 0) return str_cat("tp=", m.tp, " does not divide ", d.name, " (", n, ")");
+    }
+  if (m.ring > 1 && r.attention != "dense") return "ring attention is dense only";
+  if (sharded && m.sp() < 2) return "--weights sharded needs ring x ulysses >= 2";
+  return {};
+}
+
+double weight_bytes(const PlanRequest& r, const MeshSpec& m, bool sharded) {
+  const wan::DitConfig& c = r.config;
+  const double item = r.precision == wan::Precision::kBF16 ? 2.0 : 4.0;
+  double stem = 0;
+  for (const auto& d : wan::dit_tensor_decls(c))
+    if (d.name.rfind("blocks.", 0) != 0) stem += static_cast<double>(d.shape.numel());
+  const double block = wan::WanDit::block_weight_bytes(c, r.precision, m.tp);
+  const double layers = static_cast<double>(c.num_layers);
+  if (!sharded) return stem * item + layers * block;
+  // Each sequence rank keeps 1/sp of every block's checkpoint bytes plus a window of two
+  // packed blocks (models/wan/dit_sharded.h).
+  return stem * item + layers * wan::dit_block_checkpoint_bytes(c, 2) / m.sp() + 2 * block;
+}
+
+double memory_need(const PlanRequest& r, const MeshSpec& m, bool sharded, int64_t tokens) {
+  const int64_t rows = (tokens + m.sp() - 1) / m.sp();
+  // The exchanged q|k|v and attention output beside the per-row activations.
+  const double exchange =
+      4.0 * static_cast<double>(rows) * 4.0 * static_cast<double>(r.config.dim) / m.tp * 4.0;
+  return weight_bytes(r, m, sharded) + wan::WanDit::activation_bytes(r.config, rows) + exchange;
+}
+
+// The fastest a device can send: its outgoing links' bandwidth.
+double injection_bandwidth(const Topology& t) {
+  double bw = 0;
+  for (const Link& l : t.links())
+    if (l.from == 0) bw += l.bandwidth;
+  return bw > 0 ? bw : 1e30;
+}
+
+double op_seconds(const DeviceSpec& d, const dist::ScheduledOp& op) {
+  switch (op.cls) {
+    case OpClass::kGemm:
+      return op.flops / (d.bf16_flops * d.gemm_efficiency);
+    case OpClass::kAttention:
+      return op.flops / (d.bf16_flops * d.attention_efficiency);
+    case OpClass::kMemory:
+      return op.bytes / (d.memory_bandwidth * d.memory_efficiency);
+    case OpClass::kCollective:
+      return 0;
+  }
+  return 0;
+}
+
+std::string key_of(const dist::ScheduledOp& op) {
+  return std::string(dist::collective_name(op.kind)) + "@" + dist::mesh_axis_name(op.axis);
+}
+
+}  // namespace
+
+Topology restrict_devices(const Topology& t, int devices) {
+  if (devices <= 0 || devices == t.devices()) return t;
+  if (devices > t.devices())
+    throw_input_error("--devices: ", devices, " is more than the ", t.devices(), " devices of ",
+                      t.name);
+  if (t.fabric == FabricKind::kTorus)
+    throw_input_error("--devices: a torus slice is used whole (", t.name, " has ", t.devices(),
+                      " chips); pick the preset of the sub-slice's shape");
+  Topology r = t;
+  if (devices % t.devices_per_node == 0) {
+    r.nodes = devices / t.devices_per_node;
+  } else if (devices < t.devices_per_node) {
+    r.nodes = 1;
+    r.devices_per_node = devices;
+    if (r.intra == "pcie") {
+      if (devices > t.pcie_switch_devices && devices % t.pcie_switch_devices != 0)
+        throw_input_error("--devices: ", devices, " GPUs do not fill whole PCIe switches of ",
+                          t.pcie_switch_devices);
+      r.pcie_switch_devices = std::min(devices, t.pcie_switch_devices);
+    }
+  } else {
+    throw_input_error("--devices: ", devices, " is neither part of one node nor whole nodes of ",
+                      t.devices_per_node);
+  }
+  r.name = str_cat(t.name, "/", devices);
+  r.build();
+  return r;
+}
+
+StepCost predict_step(const PlanRequest& r, const Topology& topo, const MeshSpec& mesh,
+                      bool sharded, const Placement& placement) {
+  const wan::DitConfig& c = r.config;
+  const int64_t lf = (r.frames - 1) / r.vae_stride_t + 1, lh = r.height / r.vae_stride_hw,
+                lw = r.width / r.vae_stride_hw;
+  const int64_t tokens = (lf / c.patch[0]) * (lh / c.patch[1]) * (lw / c.patch[2]);
+  const dist::Schedule s =
+      wan::dit_step_schedule(c, schedule_request(r, tokens, r.z_dim * lf * lh * lw, sharded), mesh);
+  LinkModel links(topo, placement, mesh);
+  StepCost cost;
+  for (const auto& seg : s.segments) {
+    double seg_compute = 0, seg_overlapped = 0;
+    for (const auto& op : seg.ops) {
+      if (op.collective()) {
+        const double t = links.time(op).seconds;
+        cost.collectives[key_of(op)] += t * static_cast<double>(seg.repeat);
+        if (op.overlapped) {
+          seg_overlapped += t;
+        } else {
+          cost.communication += t * static_cast<double>(seg.repeat);
+        }
+        continue;
+      }
+      const double t = op_seconds(topo.device, op) * static_cast<double>(op.calls);
+      seg_compute += t;
+      (op.cls == OpClass::kGemm        ? cost.gemm
+       : op.cls == OpClass::kAttention ? cost.attention
+                                       : cost.memory) += t * static_cast<double>(seg.repeat);
+    }
+    cost.compute += seg_compute * static_cast<double>(seg.repeat);
+    cost.overlapped += seg_overlapped * static_cast<double>(seg.repeat);
+    // A prefetch hides behind the segment's compute (the block before the one it loads).
+    cost.exposed += std::max(0.0, seg_overlapped - seg_compute) * static_cast<double>(seg.repeat);
+  }
+  cost.exposed += cost.communication;
+  cost.step = cost.compute + cost.exposed;
+  return cost;
+}
+
+Plan make_plan(const PlanRequest& request, const Topology& topology_in) {
+  Plan plan;
+  plan.request = request;
+  plan.topology = restrict_devices(topology_in, request.devices);
+  const Topology& topo = plan.topology;
+  const int n = topo.devices();
+  plan.request.devices = n;
+  const wan::DitConfig& c = request.config;
+  if (request.frames < 1 || (request.frames - 1) % request.vae_stride_t != 0)
+    throw_input_error("--frames: ", request.frames, " is not 1 + ", request.vae_stride_t, "k");
+  const int64_t multiple = request.vae_stride_hw * c.patch[1];
+  if (request.width % multiple != 0 || request.height % multiple != 0 || request.width <= 0 ||
+      request.height <= 0)
+    throw_input_error("--size: ", request.width, "x", request.height,
+                      " is not a positive multiple of ", multiple);
+  const int64_t lf = (request.frames - 1) / request.vae_stride_t + 1;
+  const int64_t lh = request.height / request.vae_stride_hw,
+                lw = request.width / request.vae_stride_hw;
+  plan.tokens = (lf / c.patch[0]) * (lh / c.patch[1]) * (lw / c.patch[2]);
+  plan.latent_numel = request.z_dim * lf * lh * lw;
+
+  // 1. Enumerate.
+  std::vector<Candidate> all;
+  for (int cfg : {1, 2})
+    for (int tp : divisors(n))
+      for (int u : divisors(n))
+        for (int ring : divisors(n)) {
+          if (cfg * tp * u * ring != n) continue;
+          for (const std::string& weights : request.weight_modes) {
+            Candidate cand;
+            cand.mesh = {cfg, ring, u, tp};
+            cand.weights = weights;
+            const bool sharded = weights == "sharded";
+            ++plan.enumerated;
+            cand.reason = refusal(request, cand.mesh, sharded);
+            if (cand.reason.empty()) {
+              cand.memory_per_device = memory_need(request, cand.mesh, sharded, plan.tokens);
+              if (cand.memory_per_device > topo.device.memory_bytes)
+                cand.reason =
+                    str_cat("needs ", format_bytes(cand.memory_per_device), " per device, ",
+                            topo.device.kind, " has ", format_bytes(topo.device.memory_bytes));
+            }
+            if (!cand.reason.empty()) {
+              cand.status = "rejected";
+              ++plan.rejected;
+            }
+            all.push_back(std::move(cand));
+          }
+        }
+  // 2. Prune with the bound: compute at peak, or the bytes a rank sends at its injection rate.
+  const double inject = injection_bandwidth(topo);
+  double best_bound = 1e300;
+  for (Candidate& cand : all) {
+    if (cand.status == "rejected") continue;
+    const dist::Schedule s = wan::dit_step_schedule(
+        c, schedule_request(request, plan.tokens, plan.latent_numel, cand.weights == "sharded"),
+        cand.mesh);
+    double sent = 0;
+    for (auto kind : {dist::CollectiveKind::kAllToAll, dist::CollectiveKind::kAllGather,
+                      dist::CollectiveKind::kAllReduce, dist::CollectiveKind::kSendRecv})
+      sent += s.bytes_sent(kind, cand.mesh);
+    cand.bound = std::max(s.total_flops() / topo.device.bf16_flops, sent / inject);
+    best_bound = std::min(best_bound, cand.bound);
+  }
+  std::vector<Candidate*> viable;
+  for (Candidate& cand : all)
+    if (cand.status != "rejected") viable.push_back(&cand);
+  if (viable.empty()) {
+    const Candidate* tightest = nullptr;
+    for (const Candidate& cand : all)
+      if (cand.memory_per_device > 0 &&
+          (tightest == nullptr || cand.memory_per_device < tightest->memory_per_device))
+        tightest = &cand;
+    if (tightest != nullptr)
+      throw_input_error("no mesh of ", n, " devices fits ", topo.name, ": the smallest need is ",
+                        tightest->mesh.str(), " (", tightest->weights, " weights) with ",
+                        format_bytes(tightest->memory_per_device), " per device, ",
+                        topo.device.kind, " has ", format_bytes(topo.device.memory_bytes));
+    throw_input_error("no mesh of ", n, " devices runs this model: ", all.front().reason);
+  }
+  std::sort(viable.begin(), viable.end(),
+            [](const Candidate* a, const Candidate* b) { return a->bound < b->bound; });
+  for (size_t i = 0; i < viable.size(); ++i) {
+    Candidate& cand = *viable[i];
+    if (i >= 5 && cand.bound > 1.5 * best_bound) {
+      cand.status = "pruned";
+      char ratio[32];
+      std::snprintf(ratio, sizeof ratio, "%.2f", cand.bound / best_bound);
+      cand.reason = str_cat("its bound is ", ratio, "x the best bound (> 1.5x, outside the top 5)");
+      ++plan.pruned;
+      continue;
+    }
+    // 3 and 4. Compile (the schedule) and place.
+    cand.status = "ranked";
+    ++plan.compiled;
+    for (Placement& p : enumerate_placements(topo, cand.mesh)) {
+      PlacementResult pr;
+      pr.cost = predict_step(request, topo, cand.mesh, cand.weights == "sharded", p);
+      pr.placement = std::move(p);
+      cand.placements.push_back(std::move(pr));
+      ++plan.placements;
+    }
+    cand.rank_order_step = cand.placements.front().cost.step;  // the rank-order placement
+    std::stable_sort(cand.placements.begin(), cand.placements.end(),
+                     [](const PlacementResult& a, const PlacementResult& b) {
+                       return a.cost.step < b.cost.step;
+                     });
+  }
+  auto order = [](const Candidate& cand) {
+    return cand.status == "ranked" ? 0 : cand.status == "pruned" ? 1 : 2;
+  };
+  std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) {
+    if (order(a) != order(b)) return order(a) < order(b);
+    if (order(a) == 0) return a.best()->cost.step < b.best()->cost.step;
+    return a.bound < b.bound;
+  });
+  plan.candidates = std::move(all);
+  return plan;
+}
+
+}  // namespace vidax::plan

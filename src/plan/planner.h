@@ -1,0 +1,94 @@
+// AoiZora for vidax: choose the mesh and its physical placement for one request on one machine.
+//
+//   1. enumerate every mesh the runtime executes on N devices (cfg x ring x ulysses x tp with the
+//      runtime's own checks, weights resident or sharded) and reject, naming the constraint,
+//      those that break one or do not fit a device's memory;
+//   2. prune with a cheap bound (compute at peak, the bytes each rank sends at its fastest link);
+//   3. build each survivor's per-rank schedule of one step (models/wan/dit_schedule.h, the
+//      declaration the runtime executes) and price its compute on the device;
+//   4. enumerate its placements (plan/placement.h), simulate every collective's link load
+//      (plan/link_sim.h) and rank by predicted step time.
+// Nothing here runs a model. Pure; thread-safe.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dist/mesh.h"
+#include "models/wan/dit.h"
+#include "plan/link_sim.h"
+#include "plan/topology.h"
+
+namespace vidax::plan {
+
+struct PlanRequest {
+  std::string model;  // what it was built from (a preset name or a folder)
+  wan::DitConfig config;
+  int64_t width = 832, height = 480, frames = 81;
+  int64_t steps = 50;
+  bool guided = true;
+  wan::Precision precision = wan::Precision::kBF16;
+  std::string attention = "dense";  // the --attention spec (density from it)
+  double attention_density = 1.0;
+  int devices = 0;  // N; 0: every device of the topology
+  // Which weight modes to consider ("resident", "sharded").
+  std::vector<std::string> weight_modes = {"resident", "sharded"};
+  // Latent geometry (Wan 2.1: 4x temporal, 8x spatial VAE stride; z_dim 16).
+  int64_t vae_stride_t = 4, vae_stride_hw = 8, z_dim = 16;
+};
+
+struct StepCost {
+  double compute = 0;  // seconds of compute per step (GEMMs, attention, memory-bound ops)
+  double gemm = 0, attention = 0, memory = 0;
+  std::map<std::string, double> collectives;  // seconds per "kind@axis" per step
+  double communication = 0;  // the collectives run between ops (all of them exposed)
+  double overlapped = 0;     // collectives run beside compute (sharded weights' gathers)
+  double exposed = 0;        // communication + the part of the overlapped ones compute hides not
+  double step = 0;           // compute + exposed
+};
+
+struct PlacementResult {
+  Placement placement;
+  StepCost cost;
+};
+
+struct Candidate {
+  dist::MeshSpec mesh;
+  std::string weights = "resident";
+  double memory_per_device = 0;             // bytes: weights + activations of the denoise phase
+  double bound = 0;                         // the cheap lower bound of a step (seconds)
+  std::string status;                       // "rejected", "pruned", "ranked"
+  std::string reason;                       // why rejected or pruned; the constraint named
+  std::vector<PlacementResult> placements;  // ranked: best first
+  double rank_order_step = 0;               // the step time with rank r on device r
+  const PlacementResult* best() const { return placements.empty() ? nullptr : &placements[0]; }
+};
+
+struct Plan {
+  PlanRequest request;
+  Topology topology;
+  int64_t tokens = 0, latent_numel = 0;
+  std::vector<Candidate> candidates;  // ranked ones first (best first), then pruned, rejected
+  int enumerated = 0, rejected = 0, pruned = 0, compiled = 0, placements = 0;
+  const Candidate& winner() const { return candidates.front(); }
+  nlohmann::json to_json(bool explain) const;
+  std::string to_text(bool explain) const;
+  // Open MPI rankfile placing world rank r on its device (hosts named node<k> or localhost).
+  std::string rankfile() const;
+};
+
+// Throws InputError when no mesh runs (naming why each was rejected: the tightest memory need).
+Plan make_plan(const PlanRequest& request, const Topology& topology);
+
+// The predicted step time of one mesh and placement (what make_plan ranks by).
+StepCost predict_step(const PlanRequest& request, const Topology& topology,
+                      const dist::MeshSpec& mesh, bool sharded, const Placement& placement);
+
+// The first `devices` devices of `topology` (switch fabrics: whole nodes, or part of one);
+// InputError when the topology cannot be cut there (a torus keeps its shape).
+Topology restrict_devices(const Topology& topology, int devices);
+
+}  // namespace vidax::plan

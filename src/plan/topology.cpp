@@ -1,0 +1,167 @@
+#include "plan/topology.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace vidax::plan {
+
+int Topology::devices() const {
+  if (fabric == FabricKind::kTorus) {
+    int n = 1;
+    for (int d : dims) n *= d;
+    return n;
+  }
+  return nodes * devices_per_node;
+}
+
+std::vector<int> Topology::coords(int device) const {
+  std::vector<int> c(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {  // dimension 0 varies fastest
+    c[i] = device % dims[i];
+    device /= dims[i];
+  }
+  return c;
+}
+
+int Topology::node_of(int device) const {
+  return fabric == FabricKind::kSwitch ? device / devices_per_node : 0;
+}
+
+std::string Topology::device_name(int device) const {
+  if (fabric == FabricKind::kSwitch)
+    return str_cat("n", node_of(device), ":", device % devices_per_node);
+  std::string s = "(";
+  const std::vector<int> c = coords(device);
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (i > 0) s += ',';
+    s += std::to_string(c[i]);
+  }
+  return s + ")";
+}
+
+int Topology::torus_link(int device, size_t dim, int dir) const {
+  return torus_link_[(static_cast<size_t>(device) * dims.size() + dim) * 2 + (dir > 0 ? 0 : 1)];
+}
+
+void Topology::build() {
+  links_.clear();
+  const int n = devices();
+  if (n < 1) throw_input_error(source, ": the topology has no devices");
+  if (fabric == FabricKind::kTorus) {
+    if (dims.empty() || dims.size() > 3)
+      throw_input_error(source, ": fabric.dims: expected 1 to 3 dimensions");
+    if (wrap.size() != dims.size())
+      throw_input_error(source, ": fabric.wrap: expected ", dims.size(), " flags (one per dim)");
+    vertex_count_ = n;
+    torus_link_.assign(static_cast<size_t>(n) * dims.size() * 2, -1);
+    const double bw = link_bandwidth, lat = hop_latency;
+    for (int d = 0; d < n; ++d) {
+      const std::vector<int> c = coords(d);
+      int stride = 1;
+      for (size_t k = 0; k < dims.size(); ++k) {
+        auto slot = [&](int dir) -> int& {
+          return torus_link_[(static_cast<size_t>(d) * dims.size() + k) * 2 + (dir > 0 ? 0 : 1)];
+        };
+        if (dims[k] == 2) {  // one neighbour, one link each way: both directions use it
+          const int peer = d + (1 - 2 * c[k]) * stride;
+          slot(+1) = slot(-1) = static_cast<int>(links_.size());
+          links_.push_back({d, peer, bw, lat, "ici"});
+        } else if (dims[k] > 2) {
+          for (int dir : {+1, -1}) {
+            int to = c[k] + dir;
+            if (to < 0 || to >= dims[k]) {
+              if (!wrap[k]) continue;
+              to = (to + dims[k]) % dims[k];
+            }
+            slot(dir) = static_cast<int>(links_.size());
+            links_.push_back({d, d + (to - c[k]) * stride, bw, lat, "ici"});
+          }
+        }
+        stride *= dims[k];
+      }
+    }
+    return;
+  }
+  // Switch fabric: vertices = devices, one switch (or host) per node, PCIe switches, network.
+  if (intra != "nvswitch" && intra != "pcie" && intra != "shm")
+    throw_input_error(source, ": fabric.intra.kind: expected nvswitch, pcie or shm, got \"", intra,
+                      "\"");
+  if (intra == "pcie" && (pcie_switch_devices < 1 || devices_per_node % pcie_switch_devices != 0))
+    throw_input_error(source, ": fabric.intra.devices_per_switch: expected a divisor of the ",
+                      devices_per_node, " devices per node");
+  const int groups_per_node = intra == "pcie" ? devices_per_node / pcie_switch_devices : 0;
+  const int node_vertex0 = n, group_vertex0 = n + nodes,
+            net = group_vertex0 + nodes * groups_per_node;
+  vertex_count_ = net + 1;
+  up_.assign(static_cast<size_t>(n), -1);
+  down_ = up_, nic_up_ = up_, nic_down_ = up_;
+  group_up_.assign(static_cast<size_t>(nodes * groups_per_node), -1);
+  group_down_ = group_up_;
+  auto add = [&](int from, int to, double bw, double lat, const char* kind) {
+    links_.push_back({from, to, bw, lat, kind});
+    return static_cast<int>(links_.size()) - 1;
+  };
+  for (int g = 0; g < nodes * groups_per_node; ++g) {
+    const int gv = group_vertex0 + g, host = node_vertex0 + g / groups_per_node;
+    group_up_[static_cast<size_t>(g)] = add(gv, host, host_bandwidth, intra_latency, "host");
+    group_down_[static_cast<size_t>(g)] = add(host, gv, host_bandwidth, intra_latency, "host");
+  }
+  for (int d = 0; d < n; ++d) {
+    const int node = node_of(d);
+    const int first_hop = intra == "pcie" ? group_vertex0 + node * groups_per_node +
+                                                (d % devices_per_node) / pcie_switch_devices
+                                          : node_vertex0 + node;
+    const char* kind = intra == "nvswitch" ? "nvlink" : intra == "pcie" ? "pcie" : "shm";
+    up_[static_cast<size_t>(d)] = add(d, first_hop, intra_bandwidth, intra_latency, kind);
+    down_[static_cast<size_t>(d)] = add(first_hop, d, intra_bandwidth, intra_latency, kind);
+    if (nodes > 1) {
+      nic_up_[static_cast<size_t>(d)] = add(d, net, inter_bandwidth, inter_latency, "nic");
+      nic_down_[static_cast<size_t>(d)] = add(net, d, inter_bandwidth, inter_latency, "nic");
+    }
+  }
+}
+
+std::vector<int> Topology::route(int a, int b) const {
+  std::vector<int> r;
+  if (a == b) return r;
+  if (fabric == FabricKind::kTorus) {
+    std::vector<int> c = coords(a);
+    const std::vector<int> t = coords(b);
+    int at = a;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      while (c[k] != t[k]) {
+        const int fwd = (t[k] - c[k] + dims[k]) % dims[k];  // hops going +1 (with wrap)
+        int dir;
+        if (wrap[k]) {
+          dir = fwd <= dims[k] - fwd ? +1 : -1;
+        } else {
+          dir = t[k] > c[k] ? +1 : -1;
+        }
+        const int l = torus_link(at, k, dir);
+        VIDAX_CHECK(l >= 0, "torus route: no link");
+        r.push_back(l);
+        at = links_[static_cast<size_t>(l)].to;
+        c[k] = (c[k] + dir + dims[k]) % dims[k];
+      }
+    }
+    return r;
+  }
+  const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+  if (node_of(a) != node_of(b)) return {nic_up_[ua], nic_down_[ub]};
+  if (intra != "pcie") return {up_[ua], down_[ub]};
+  const int ga = node_of(a) * (devices_per_node / pcie_switch_devices) +
+                 (a % devices_per_node) / pcie_switch_devices;
+  const int gb = node_of(b) * (devices_per_node / pcie_switch_devices) +
+                 (b % devices_per_node) / pcie_switch_devices;
+  if (ga == gb) return {up_[ua], down_[ub]};
+  return {up_[ua], group_up_[static_cast<size_t>(ga)], group_down_[static_cast<size_t>(gb)],
+          down_[ub]};
+}
+
+}  // namespace vidax::plan

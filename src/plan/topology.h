@@ -1,0 +1,91 @@
+// A machine for the topology planner: its devices (bf16 FLOP/s, memory, memory bandwidth, the
+// share of peak each kind of op reaches) and the fabric between them, as a graph of directed
+// links with bandwidth and latency plus the route a message takes between two devices.
+//
+// Fabrics:
+//   torus   chips on a 1-3D grid (TPU slices): one link per neighbour and direction, a per-axis
+//           wrap-around flag, dimension-order routing (shortest way round where it wraps);
+//   switch  nodes of devices: inside a node an NVSwitch (every device one full-bandwidth port),
+//           PCIe switches under a host bridge, or shared memory (CPU processes); between nodes
+//           one NIC per device on a non-blocking network.
+// Read from a JSON file (docs/planner.md gives the format) or a preset (topology_preset_names()).
+// Plain value after construction; thread-safe to read.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vidax::plan {
+
+struct DeviceSpec {
+  std::string kind;             // "tpu-v5e", "h100", "cpu"
+  double bf16_flops = 0;        // peak FLOP/s (dense bf16)
+  double memory_bytes = 0;      // memory one device holds
+  double memory_bandwidth = 0;  // bytes/s
+  // Share of the peak each op kind reaches (GEMMs, attention) and of the memory bandwidth
+  // (memory-bound ops): assumptions unless measured (docs/planner.md).
+  double gemm_efficiency = 0.6, attention_efficiency = 0.45, memory_efficiency = 0.7;
+};
+
+struct Link {
+  int from = 0, to = 0;  // vertices: devices first, then switches / hosts / network
+  double bandwidth = 0;  // bytes/s in this direction
+  double latency = 0;    // seconds per traversal
+  std::string kind;      // "ici", "nvlink", "pcie", "host", "nic", "shm"
+};
+
+enum class FabricKind { kTorus, kSwitch };
+
+struct Topology {
+  std::string name, source;  // source: "preset" or the file
+  DeviceSpec device;
+  FabricKind fabric = FabricKind::kTorus;
+  // torus: dims (dimension 0 varies fastest in device numbers), wrap-around per dim, each
+  // link's bandwidth per direction and its latency per hop
+  std::vector<int> dims;
+  std::vector<bool> wrap;
+  double link_bandwidth = 0, hop_latency = 0;
+  // switch: `intra` "nvswitch" | "pcie" | "shm" with each device's port bandwidth (per
+  // direction); under PCIe, switches of `pcie_switch_devices` devices joined by the host
+  // (`host_bandwidth` per switch uplink); between nodes one NIC per device (`inter_*`)
+  int nodes = 1, devices_per_node = 1;
+  std::string intra;
+  int pcie_switch_devices = 0;
+  double intra_bandwidth = 0, intra_latency = 0, host_bandwidth = 0;
+  double inter_bandwidth = 0, inter_latency = 0;
+  // Fixed cost of one round of a collective (software, synchronisation), seconds.
+  double collective_latency = 10e-6;
+  std::string notes;
+
+  int devices() const;
+  int vertices() const { return vertex_count_; }
+  const std::vector<Link>& links() const { return links_; }
+  // The links a message from device `a` to device `b` crosses, in order (empty when a == b).
+  std::vector<int> route(int a, int b) const;
+  // "(x,y)" coordinates on a torus, "n<node>:<index>" on a switch fabric.
+  std::string device_name(int device) const;
+  int node_of(int device) const;              // switch fabrics; 0 on a torus
+  std::vector<int> coords(int device) const;  // torus coordinates
+
+  // Builds the link graph from the fields above (checked: InputError naming `source`).
+  void build();
+
+ private:
+  int vertex_count_ = 0;
+  std::vector<Link> links_;
+  // torus: link index of (device, dim, direction +1 / -1), -1 where none
+  std::vector<int> torus_link_;
+  // switch: per device, its up/down links to its first hop, and the PCIe switch's to the host
+  std::vector<int> up_, down_, group_up_, group_down_, nic_up_, nic_down_;
+  int torus_link(int device, size_t dim, int dir) const;
+};
+
+// Parses a topology JSON text; InputError naming `source`, the field and what was expected.
+Topology parse_topology(const std::string& json_text, const std::string& source);
+std::vector<std::string> topology_preset_names();
+std::optional<Topology> topology_preset(const std::string& name);
+// A preset name or a JSON file path; InputError for neither (naming the presets).
+Topology load_topology(const std::string& name_or_path);
+
+}  // namespace vidax::plan

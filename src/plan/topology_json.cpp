@@ -1,0 +1,189 @@
+// The topology file format (docs/planner.md) and the presets, which are written in the same
+// format and read by the same parser.
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "plan/topology.h"
+
+namespace vidax::plan {
+namespace {
+
+using nlohmann::json;
+
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& expected) const {
+    throw_input_error(source_, ": ", field, ": expected ", expected);
+  }
+  const json& object(const json& j, const std::string& field,
+                     const std::set<std::string>& known) const {
+    if (!j.is_object()) fail(field, "an object");
+    for (const auto& [k, v] : j.items())
+      if (!known.count(k)) {
+        std::string list;
+        for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
+        fail(join(field, k), "one of the fields " + list + " (unknown field)");
+      }
+    return j;
+  }
+  double number(const json& j, const std::string& parent, const std::string& key, bool required,
+                double fallback, double min_exclusive = 0) const {
+    if (!j.contains(key)) {
+      if (required) fail(join(parent, key), "a number (missing)");
+      return fallback;
+    }
+    const json& v = j.at(key);
+    if (!v.is_number() || !(v.get<double>() > min_exclusive))
+      fail(join(parent, key), "a number above " + fmt(min_exclusive) + ", got " + v.dump());
+    return v.get<double>();
+  }
+  int integer(const json& j, const std::string& parent, const std::string& key, bool required,
+              int fallback) const {
+    if (!j.contains(key)) {
+      if (required) fail(join(parent, key), "a positive integer (missing)");
+      return fallback;
+    }
+    const json& v = j.at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 65536)
+      fail(join(parent, key), "a positive integer up to 65536, got " + v.dump());
+    return v.get<int>();
+  }
+  std::string text(const json& j, const std::string& parent, const std::string& key,
+                   bool required) const {
+    if (!j.contains(key)) {
+      if (required) fail(join(parent, key), "a string (missing)");
+      return {};
+    }
+    if (!j.at(key).is_string()) fail(join(parent, key), "a string, got " + j.at(key).dump());
+    return j.at(key).get<std::string>();
+  }
+  static std::string join(const std::string& parent, const std::string& key) {
+    return parent.empty() ? key : parent + "." + key;
+  }
+
+ private:
+  static std::string fmt(double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  }
+  std::string source_;
+};
+
+}  // namespace
+
+Topology parse_topology(const std::string& json_text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    throw_input_error(source, ": not valid JSON (", e.what(), ")");
+  }
+  const Reader r(source);
+  r.object(j, "", {"name", "device", "fabric", "collective_latency_us", "notes"});
+  Topology t;
+  t.source = source;
+  t.name = r.text(j, "", "name", true);
+  t.notes = r.text(j, "", "notes", false);
+  if (!j.contains("device")) r.fail("device", "an object (missing)");
+  const json& d = r.object(j.at("device"), "device",
+                           {"kind", "bf16_tflops", "memory_gib", "memory_GBps", "efficiency"});
+  t.device.kind = r.text(d, "device", "kind", true);
+  t.device.bf16_flops = r.number(d, "device", "bf16_tflops", true, 0) * 1e12;
+  t.device.memory_bytes = r.number(d, "device", "memory_gib", true, 0) * 1073741824.0;
+  t.device.memory_bandwidth = r.number(d, "device", "memory_GBps", true, 0) * 1e9;
+  if (d.contains("efficiency")) {
+    const json& e =
+        r.object(d.at("efficiency"), "device.efficiency", {"gemm", "attention", "memory"});
+    for (auto [key, field] : {std::pair{"gemm", &t.device.gemm_efficiency},
+                              std::pair{"attention", &t.device.attention_efficiency},
+                              std::pair{"memory", &t.device.memory_efficiency}}) {
+      *field = r.number(e, "device.efficiency", key, false, *field);
+      if (*field > 1) r.fail(std::string("device.efficiency.") + key, "a share of peak in (0, 1]");
+    }
+  }
+  t.collective_latency = r.number(j, "", "collective_latency_us", false, 10, -1e-300) * 1e-6;
+  if (!j.contains("fabric")) r.fail("fabric", "an object (missing)");
+  const json& f = j.at("fabric");
+  if (!f.is_object()) r.fail("fabric", "an object");
+  const std::string kind = r.text(f, "fabric", "kind", true);
+  if (kind == "torus") {
+    r.object(f, "fabric", {"kind", "dims", "wrap", "link_GBps", "hop_latency_us"});
+    t.fabric = FabricKind::kTorus;
+    if (!f.contains("dims") || !f.at("dims").is_array() || f.at("dims").empty() ||
+        f.at("dims").size() > 3)
+      r.fail("fabric.dims", "an array of 1 to 3 positive integers");
+    for (size_t i = 0; i < f.at("dims").size(); ++i) {
+      const json& v = f.at("dims")[i];
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 4096)
+        r.fail(str_cat("fabric.dims[", i, "]"), str_cat("a positive integer, got ", v.dump()));
+      t.dims.push_back(v.get<int>());
+    }
+    if (!f.contains("wrap") || !f.at("wrap").is_array() || f.at("wrap").size() != t.dims.size())
+      r.fail("fabric.wrap",
+             str_cat("an array of ", t.dims.size(), " booleans (wrap-around links per dimension)"));
+    for (size_t i = 0; i < t.dims.size(); ++i) {
+      if (!f.at("wrap")[i].is_boolean()) r.fail(str_cat("fabric.wrap[", i, "]"), "true or false");
+      t.wrap.push_back(f.at("wrap")[i].get<bool>());
+    }
+    t.link_bandwidth = r.number(f, "fabric", "link_GBps", true, 0) * 1e9;
+    t.hop_latency = r.number(f, "fabric", "hop_latency_us", false, 1, -1e-300) * 1e-6;
+  } else if (kind == "switch") {
+    r.object(f, "fabric", {"kind", "nodes", "devices_per_node", "intra", "inter"});
+    t.fabric = FabricKind::kSwitch;
+    t.nodes = r.integer(f, "fabric", "nodes", false, 1);
+    t.devices_per_node = r.integer(f, "fabric", "devices_per_node", true, 1);
+    if (!f.contains("intra")) r.fail("fabric.intra", "an object (missing)");
+    const json& in = r.object(f.at("intra"), "fabric.intra",
+                              {"kind", "GBps", "latency_us", "devices_per_switch", "host_GBps"});
+    t.intra = r.text(in, "fabric.intra", "kind", true);
+    if (t.intra != "nvswitch" && t.intra != "pcie" && t.intra != "shm")
+      r.fail("fabric.intra.kind", "nvswitch, pcie or shm, got \"" + t.intra + "\"");
+    t.intra_bandwidth = r.number(in, "fabric.intra", "GBps", true, 0) * 1e9;
+    t.intra_latency = r.number(in, "fabric.intra", "latency_us", false, 2, -1e-300) * 1e-6;
+    if (t.intra == "pcie") {
+      t.pcie_switch_devices =
+          r.integer(in, "fabric.intra", "devices_per_switch", false, t.devices_per_node);
+      t.host_bandwidth = r.number(in, "fabric.intra", "host_GBps", true, 0) * 1e9;
+    }
+    if (t.nodes > 1) {
+      if (!f.contains("inter")) r.fail("fabric.inter", "an object (several nodes need a network)");
+      const json& net = r.object(f.at("inter"), "fabric.inter", {"GBps", "latency_us"});
+      t.inter_bandwidth = r.number(net, "fabric.inter", "GBps", true, 0) * 1e9;
+      t.inter_latency = r.number(net, "fabric.inter", "latency_us", false, 5, -1e-300) * 1e-6;
+    }
+    if (static_cast<int64_t>(t.nodes) * t.devices_per_node > 65536)
+      r.fail("fabric", "at most 65536 devices");
+  } else {
+    r.fail("fabric.kind", "torus or switch, got \"" + kind + "\"");
+  }
+  if (t.devices() > 65536) r.fail("fabric.dims", "at most 65536 devices");
+  t.build();
+  return t;
+}
+
+Topology load_topology(const std::string& name_or_path) {
+  if (auto p = topology_preset(name_or_path)) return *p;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(name_or_path, ec)) {
+    std::string names;
+    for (const auto& n : topology_preset_names()) names += (names.empty() ? "" : ", ") + n;
+    throw_input_error("--topology: \"", name_or_path,
+                      "\" is neither a preset nor a topology file; presets: ", names);
+  }
+  std::ifstream in(name_or_path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in && !in.eof()) throw_input_error("--topology: cannot read ", name_or_path);
+  if (text.str().size() > (16u << 20)) throw_input_error(name_or_path, ": larger than 16 MiB");
+  return parse_topology(text.str(), name_or_path);
+}
+
+}  // namespace vidax::plan
