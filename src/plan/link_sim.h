@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dist/mesh.h"
@@ -43,8 +44,9 @@ CollectiveTime collective_time(const Topology& topology, const Placement& placem
 // pattern is routed once per placement. Not thread-safe (the memo); one per thread.
 class LinkModel {
  public:
-  LinkModel(const Topology& topology, const Placement& placement, const dist::MeshSpec& mesh)
-      : topo_(topology), placement_(placement), mesh_(mesh) {}
+  // `topology` must outlive the model; the placement is copied.
+  LinkModel(const Topology& topology, Placement placement, const dist::MeshSpec& mesh)
+      : topo_(topology), placement_(std::move(placement)), mesh_(mesh) {}
   CollectiveTime time(const dist::ScheduledOp& op);
 
  private:
@@ -52,7 +54,7 @@ class LinkModel {
     double seconds_per_byte = 0, bytes_per_byte = 0, latency = 0;
   };
   const Topology& topo_;
-  const Placement& placement_;
+  Placement placement_;
   dist::MeshSpec mesh_;
   std::vector<std::pair<int, Pattern>> memo_;  // key: axis * 16 + kind
 };

@@ -347,6 +347,56 @@ TEST(MeshCli, GenerateWritesTheSameFramesOnEveryMesh) {
   }
 }
 
+// `vidax plan --topology local` on this machine, then `mpirun generate --plan`: the run takes the
+// plan's mesh (and size and frames), writes the frames that mesh writes given by --mesh, and the
+// sidecar records the plan; a job of another size or a contradicting flag is refused.
+TEST(MeshCli, GenerateRunsThePlannersPlan) {
+  TempDir dir;
+  const std::string model = write_model_folder(dir);
+  const std::string plan = dir.file("plan.json"), rankfile = dir.file("ranks");
+  const Result p = vidax::testing::run_vidax("plan --model " + model +
+                                             " --topology local --devices 2 --size 64x64 "
+                                             "--frames 5 --steps 3 --precision fp32 -o " +
+                                             plan + " --rankfile " + rankfile);
+  ASSERT_EQ(p.code, 0) << p.out;
+  std::ifstream in(plan);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const std::string mesh = j["mesh"]["spec"];
+  const std::string common = "generate --model " + model +
+                             " --prompt 'a red square' --steps 3 --seed 5 --no-hash "
+                             "--precision fp32 ";
+  const Result planned = run_mpi(2, common + "--plan " + plan + " -o " + dir.file("planned"));
+  ASSERT_EQ(planned.code, 0) << planned.out;
+  const Result given = run_mpi(2, common + "--size 64x64 --frames 5 --mesh " + mesh +
+                                      (j["weights"] == "sharded" ? " --weights sharded" : "") +
+                                      " -o " + dir.file("given"));
+  ASSERT_EQ(given.code, 0) << given.out;
+  EXPECT_EQ(raw_frames(dir.file("planned")), raw_frames(dir.file("given")));
+  std::ifstream sidecar(dir.file("planned") + ".json");
+  const nlohmann::json side = nlohmann::json::parse(sidecar);
+  EXPECT_EQ(side["mesh"], mesh);
+  EXPECT_EQ(side["topology_plan"]["mesh"], mesh);
+  EXPECT_EQ(side["topology_plan"]["file"], plan);
+  EXPECT_GT(side["topology_plan"]["predicted_step_seconds"].get<double>(), 0);
+  EXPECT_EQ(side["frames"], 5);
+  // The rankfile names a slot per rank.
+  std::ifstream rf(rankfile);
+  const std::string ranks((std::istreambuf_iterator<char>(rf)), {});
+  EXPECT_NE(ranks.find("rank 0=localhost slot="), std::string::npos) << ranks;
+  EXPECT_NE(ranks.find("rank 1=localhost slot="), std::string::npos) << ranks;
+  // Refusals: another process count, a contradicting --mesh or --size; nothing written.
+  for (const auto& [n, extra, needle] :
+       {std::tuple{3, std::string(""), std::string("is for 2 processes; this job has 3")},
+        std::tuple{2, std::string("--mesh tp=2"), std::string("--mesh says tp=2")},
+        std::tuple{2, std::string("--size 96x64"), std::string("--size says 96x64")}}) {
+    const Result r =
+        run_mpi(n, common + "--plan " + plan + " " + extra + " -o " + dir.file("refused"));
+    EXPECT_NE(r.code, 0) << extra;
+    EXPECT_NE(r.out.find(needle), std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("refused")));
+  }
+}
+
 TEST(MeshCli, BenchDitCountsTheBytesTheCommunicationModelPredicts) {
   TempDir dir;
   const std::string model = write_random_dit(dir, 4, 2, 9);

@@ -1,0 +1,244 @@
+// Topologies and the link-load simulation against hand-computed cases: routes on small tori with
+// and without wrap-around, the bytes each link carries in an all-to-all on a line, a ring and a
+// square, several groups contending for one link, the all-reduce's two rounds, switch fabrics.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "plan/link_sim.h"
+#include "plan/placement.h"
+#include "plan/topology.h"
+
+namespace vidax::plan {
+namespace {
+
+using dist::CollectiveKind;
+using dist::MeshAxis;
+using dist::MeshSpec;
+using dist::ScheduledOp;
+
+Topology torus(std::vector<int> dims, std::vector<bool> wrap, double gbps = 1, double hop_us = 0,
+               double collective_us = 0) {
+  std::string d, w;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0) {
+      d += ',';
+      w += ',';
+    }
+    d += std::to_string(dims[i]);
+    w += wrap[i] ? "true" : "false";
+  }
+  return parse_topology(
+      R"({"name":"t","device":{"kind":"x","bf16_tflops":1,"memory_gib":1,"memory_GBps":1},)"
+      R"("collective_latency_us":)" +
+          std::to_string(collective_us) + R"(,"fabric":{"kind":"torus","dims":[)" + d +
+          R"(],"wrap":[)" + w + R"(],"link_GBps":)" + std::to_string(gbps) +
+          R"(,"hop_latency_us":)" + std::to_string(hop_us) + "}}",
+      "test");
+}
+
+ScheduledOp op(CollectiveKind kind, MeshAxis axis, double bytes, int64_t calls = 1) {
+  ScheduledOp o;
+  o.cls = dist::OpClass::kCollective;
+  o.kind = kind;
+  o.axis = axis;
+  o.bytes = bytes;
+  o.calls = calls;
+  return o;
+}
+
+Placement identity(int n) {
+  Placement p;
+  for (int i = 0; i < n; ++i) p.device_of_rank.push_back(i);
+  return p;
+}
+
+double max_load(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+
+// The load of the link from device a to device b.
+double load_on(const Topology& t, const std::vector<double>& load, int a, int b) {
+  for (size_t l = 0; l < t.links().size(); ++l)
+    if (t.links()[l].from == a && t.links()[l].to == b) return load[l];
+  ADD_FAILURE() << "no link " << a << "->" << b;
+  return -1;
+}
+
+TEST(Topology, RoutesFollowDimensionOrderAndWrapAround) {
+  const Topology line = torus({4}, {false});
+  EXPECT_EQ(line.links().size(), 6u);  // 3 neighbour pairs, both directions
+  EXPECT_EQ(line.route(0, 3).size(), 3u);
+  EXPECT_EQ(line.route(3, 0).size(), 3u);
+  const Topology ring = torus({4}, {true});
+  EXPECT_EQ(ring.links().size(), 8u);
+  EXPECT_EQ(ring.route(0, 3).size(), 1u);  // the wrap-around link
+  EXPECT_EQ(ring.links()[static_cast<size_t>(ring.route(0, 3)[0])].to, 3);
+  EXPECT_EQ(ring.route(0, 2).size(), 2u);  // a tie goes the + way
+  EXPECT_EQ(ring.links()[static_cast<size_t>(ring.route(0, 2)[0])].to, 1);
+  // 2 x 3 grid, dimension 0 first: (0,0) -> (1,2) goes to (1,0), then (1,1), (1,2).
+  const Topology grid = torus({2, 3}, {false, false});
+  const std::vector<int> r = grid.route(0, 5);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(grid.links()[static_cast<size_t>(r[0])].to, 1);
+  EXPECT_EQ(grid.links()[static_cast<size_t>(r[1])].to, 3);
+  EXPECT_EQ(grid.links()[static_cast<size_t>(r[2])].to, 5);
+  EXPECT_EQ(grid.device_name(5), "(1,2)");
+  // A dimension of two has one link each way, wrap or not.
+  EXPECT_EQ(torus({2}, {true}).links().size(), 2u);
+}
+
+TEST(LinkSim, AllToAllLoadsOnALineARingAndASquare) {
+  const ScheduledOp a2a = op(CollectiveKind::kAllToAll, MeshAxis::kUlysses, 100);
+  const MeshSpec u4{1, 1, 4, 1};
+  // Line 0-1-2-3: link 1->2 carries 0->2, 0->3, 1->2, 1->3; link 0->1 carries 0->1, 0->2, 0->3.
+  const Topology line = torus({4}, {false});
+  const std::vector<double> l = round_link_bytes(line, identity(4), u4, a2a);
+  EXPECT_DOUBLE_EQ(load_on(line, l, 1, 2), 400);
+  EXPECT_DOUBLE_EQ(load_on(line, l, 0, 1), 300);
+  EXPECT_DOUBLE_EQ(load_on(line, l, 2, 1), 400);
+  EXPECT_DOUBLE_EQ(max_load(l), 400);
+  // Ring of 4: link i->i+1 carries i->i+1, i->i+2 (first hop), i-1->i+1 (second hop).
+  const Topology ring = torus({4}, {true});
+  const std::vector<double> r = round_link_bytes(ring, identity(4), u4, a2a);
+  EXPECT_DOUBLE_EQ(load_on(ring, r, 0, 1), 300);
+  EXPECT_DOUBLE_EQ(load_on(ring, r, 1, 0), 100);  // only the distance-1 message the - way
+  EXPECT_DOUBLE_EQ(max_load(r), 300);
+  // 2 x 2 square: every link carries its neighbour's message and one diagonal's first hop.
+  const Topology square = torus({2, 2}, {false, false});
+  const std::vector<double> s = round_link_bytes(square, identity(4), u4, a2a);
+  EXPECT_DOUBLE_EQ(max_load(s), 200);
+  for (double v : s) EXPECT_DOUBLE_EQ(v, 200);
+  // Time of the round: latency + the longest route's hops + the busiest link at 1 GB/s.
+  const Topology slow_line = torus({4}, {false}, 1, 2, 10);
+  const CollectiveTime t = collective_time(slow_line, identity(4), u4, a2a);
+  EXPECT_EQ(t.rounds, 1);
+  EXPECT_NEAR(t.seconds, 10e-6 + 3 * 2e-6 + 400 / 1e9, 1e-12);
+  LinkModel memo(slow_line, identity(4), u4);
+  EXPECT_NEAR(memo.time(a2a).seconds, t.seconds, 1e-15);
+  EXPECT_NEAR(memo.time(op(CollectiveKind::kAllToAll, MeshAxis::kUlysses, 300, 2)).seconds,
+              2 * (10e-6 + 6e-6 + 1200 / 1e9), 1e-15);
+}
+
+TEST(LinkSim, GroupsRunningAtOnceShareLinks) {
+  // Two tp pairs on a line of 4. Adjacent ({0,1}, {2,3}): each message has its own link.
+  // Interleaved ({0,2}, {1,3}): 0->2 and 1->3 both cross link 1->2.
+  const Topology line = torus({4}, {false});
+  const MeshSpec m{2, 1, 1, 2};  // cfg=2 x tp=2; tp groups {0,1} and {2,3} in rank order
+  const ScheduledOp ar = op(CollectiveKind::kAllReduce, MeshAxis::kTp, 1000);
+  EXPECT_DOUBLE_EQ(max_load(round_link_bytes(line, identity(4), m, ar)), 500);  // n / 2 each
+  Placement interleaved;
+  interleaved.device_of_rank = {0, 2, 1, 3};
+  const std::vector<double> l = round_link_bytes(line, interleaved, m, ar);
+  EXPECT_DOUBLE_EQ(load_on(line, l, 1, 2), 1000);
+  const CollectiveTime t = collective_time(line, interleaved, m, ar);
+  EXPECT_EQ(t.rounds, 2);                           // all-to-all of blocks, all-gather of the sums
+  EXPECT_NEAR(t.seconds, 2 * (1000 / 1e9), 1e-15);  // no latencies in this topology
+}
+
+TEST(LinkSim, RingPassesAndSwitchFabrics) {
+  const Topology ring = torus({4}, {true});
+  const ScheduledOp pass = op(CollectiveKind::kSendRecv, MeshAxis::kRing, 64, 3);
+  const std::vector<double> l = round_link_bytes(ring, identity(4), {1, 4, 1, 1}, pass);
+  for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(load_on(ring, l, i, (i + 1) % 4), 64);
+  EXPECT_EQ(collective_time(ring, identity(4), {1, 4, 1, 1}, pass).rounds, 3);
+  // Two nodes of two GPUs: a cross-node all-gather leaves through each GPU's NIC.
+  const Topology two = parse_topology(
+      R"({"name":"g","device":{"kind":"g","bf16_tflops":1,"memory_gib":1,"memory_GBps":1},)"
+      R"("fabric":{"kind":"switch","nodes":2,"devices_per_node":2,)"
+      R"("intra":{"kind":"nvswitch","GBps":100},"inter":{"GBps":10}}})",
+      "test");
+  EXPECT_EQ(two.route(0, 1).size(), 2u);  // up to the switch, down
+  EXPECT_EQ(two.links()[static_cast<size_t>(two.route(0, 2)[0])].kind, "nic");
+  const ScheduledOp ag = op(CollectiveKind::kAllGather, MeshAxis::kCfg, 1e6);
+  // cfg groups in rank order (cfg=2 x tp=2): {0,2} and {1,3}: across the nodes.
+  const CollectiveTime cross = collective_time(two, identity(4), {2, 1, 1, 2}, ag);
+  EXPECT_NEAR(cross.seconds, 10e-6 + 10e-6 + 1e6 / 10e9, 1e-12);  // two NIC hops of 5 us
+  // With tp across the nodes instead, the cfg pairs stay inside one.
+  Placement swapped;
+  swapped.device_of_rank = {0, 2, 1, 3};
+  const CollectiveTime inside = collective_time(two, swapped, {2, 1, 1, 2}, ag);
+  EXPECT_NEAR(inside.seconds, 10e-6 + 4e-6 + 1e6 / 100e9, 1e-12);
+}
+
+TEST(Placement, EnumeratesAxisAndDeviceOrdersOnce) {
+  const Topology t = torus({2, 4}, {false, false});
+  const MeshSpec m{2, 1, 4, 1};
+  const std::vector<Placement> all = enumerate_placements(t, m);
+  ASSERT_GE(all.size(), 3u);
+  EXPECT_NE(all[0].description.find("rank order"), std::string::npos);
+  // Ulysses as a 2x2 square and as a line of four both appear.
+  bool square = false, line = false;
+  for (const auto& p : all) {
+    square = square || p.description.find("ulysses=4 2x2") != std::string::npos;
+    line = line || p.description.find("ulysses=4 1x4") != std::string::npos;
+    std::vector<int> d = p.device_of_rank;
+    std::sort(d.begin(), d.end());
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(d[static_cast<size_t>(i)], i);  // a permutation
+  }
+  EXPECT_TRUE(square);
+  EXPECT_TRUE(line);
+  // The square halves the busiest link of the exchange against the line (hand-computed above).
+  const ScheduledOp a2a = op(CollectiveKind::kAllToAll, MeshAxis::kUlysses, 100);
+  double best = 1e30, worst = 0;
+  for (const auto& p : all) {
+    const double b = max_load(round_link_bytes(t, p, m, a2a));
+    best = std::min(best, b);
+    worst = std::max(worst, b);
+  }
+  EXPECT_DOUBLE_EQ(best, 200);
+  EXPECT_DOUBLE_EQ(worst, 400);
+}
+
+TEST(Topology, PresetsParseAndBadFilesNameTheField) {
+  for (const std::string& name : topology_preset_names()) {
+    if (name == "local") continue;  // measured, not a file
+    const auto t = topology_preset(name);
+    ASSERT_TRUE(t.has_value()) << name;
+    EXPECT_GT(t->devices(), 1) << name;
+    EXPECT_GT(t->device.bf16_flops, 0) << name;
+    for (int b = 1; b < t->devices(); b += 3) EXPECT_FALSE(t->route(0, b).empty()) << name;
+  }
+  EXPECT_EQ(topology_preset("tpu-v5e-4x8")->devices(), 32);
+  EXPECT_EQ(topology_preset("h100-nvswitch-x8-ib-x2")->devices(), 16);
+  const std::string dev = R"("device":{"kind":"x","bf16_tflops":1,"memory_gib":1,"memory_GBps":1})";
+  auto error_of = [](const std::string& text) {
+    try {
+      parse_topology(text, "topo.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of("{").find("topo.json: not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of(R"({"name":"a",)" + dev +
+                     R"(,"fabric":{"kind":"torus","dims":[2,2],"wrap":[true],"link_GBps":1}})")
+                .find("fabric.wrap: expected an array of 2 booleans"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"name":"a",)" + dev +
+                     R"(,"fabric":{"kind":"torus","dims":[2,0],"wrap":[true,true],"link_GBps":1}})")
+                .find("fabric.dims[1]: expected a positive integer"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"name":"a",)" + dev +
+                     R"(,"fabric":{"kind":"torus","dims":[2],"wrap":[true],"link_GBps":-1}})")
+                .find("fabric.link_GBps: expected a number above 0"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"name":"a",)" + dev + R"(,"fabric":{"kind":"mesh"}})")
+                .find("fabric.kind: expected torus or switch"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"name":"a",)" + dev + R"(,"fabrik":{}})").find("fabrik"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"name":"a","device":{"kind":"x","bf16_tflops":1,"memory_gib":1},)"
+                     R"("fabric":{"kind":"torus","dims":[2],"wrap":[false],"link_GBps":1}})")
+                .find("device.memory_GBps: expected a number"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"name":"a",)" + dev +
+                     R"(,"fabric":{"kind":"switch","nodes":2,"devices_per_node":2,)"
+                     R"("intra":{"kind":"nvswitch","GBps":1}}})")
+                .find("fabric.inter: expected an object"),
+            std::string::npos);
+  EXPECT_THROW(load_topology("no-such-preset"), InputError);
+}
+
+}  // namespace
+}  // namespace vidax::plan

@@ -1,0 +1,187 @@
+// The planner's search: the meshes it proposes are exactly those the runtime executes (the
+// runtime's own checks accept every proposal and refuse every mesh it rejects for a constraint),
+// memory rejections, a placement-aware choice that beats rank order where the topology makes it
+// matter, plan files that round-trip, and the errors of impossible requests.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "core/error.h"
+#include "dist/mesh.h"
+#include "models/wan/dit_config.h"
+#include "models/wan/dit_tensors.h"
+#include "plan/plan_file.h"
+#include "plan/planner.h"
+
+namespace vidax::plan {
+namespace {
+
+PlanRequest request(const std::string& preset, int64_t w, int64_t h, int64_t frames) {
+  PlanRequest r;
+  r.model = preset;
+  r.config = *wan::dit_preset(preset);
+  r.width = w;
+  r.height = h;
+  r.frames = frames;
+  return r;
+}
+
+// Whether the runtime would build this mesh for the model (dist/mesh.h and the tp splits of
+// nn/linear.h over the tensor declaration).
+bool runtime_accepts(const wan::DitConfig& c, const dist::MeshSpec& m) {
+  try {
+    dist::validate_mesh(m, m.size());
+    dist::validate_mesh_for_model(m, c.num_heads, true);
+    for (const auto& d : wan::dit_tensor_decls(c))
+      for (int r = 0; r < m.tp; ++r) shard_slice(d, r, m.tp);
+  } catch (const InputError&) {
+    return false;
+  }
+  return true;
+}
+
+TEST(Planner, ProposesExactlyTheMeshesTheRuntimeRuns) {
+  for (const char* preset : {"wan2.1-t2v-1.3b", "wan2.1-t2v-14b", "wan2.2-ti2v-5b"}) {
+    for (const char* topo : {"h100-nvswitch-x8", "tpu-v5e-2x4", "tpu-v4-2x2x1"}) {
+      PlanRequest r = request(preset, 832, 480, 81);
+      if (std::string(preset) == "wan2.2-ti2v-5b") {
+        r.vae_stride_hw = 16;
+        r.z_dim = 48;
+      }
+      const Plan p = make_plan(r, *topology_preset(topo));
+      std::set<std::string> seen;
+      int runnable = 0;
+      for (const Candidate& c : p.candidates) {
+        SCOPED_TRACE(std::string(preset) + " " + topo + " " + c.mesh.str() + " " + c.weights);
+        seen.insert(c.mesh.str() + c.weights);
+        const bool accepted = runtime_accepts(r.config, c.mesh);
+        const bool constraint = c.status == "rejected" &&
+                                c.reason.find("per device") == std::string::npos &&
+                                c.reason.find("sharded") == std::string::npos;
+        EXPECT_EQ(accepted, !constraint) << c.reason;
+        if (c.status != "rejected") {
+          EXPECT_TRUE(accepted);
+        }
+        if (c.status == "ranked") {
+          ++runnable;
+          EXPECT_GE(c.rank_order_step, c.best()->cost.step);
+          EXPECT_GT(c.best()->cost.compute, 0);
+        }
+        if (c.weights == "sharded" && c.mesh.sp() < 2) {
+          EXPECT_EQ(c.status, "rejected");
+        }
+      }
+      // Every factorisation of N into cfg x ring x ulysses x tp, twice (resident, sharded).
+      int n = p.topology.devices(), count = 0;
+      for (int c = 1; c <= 2; ++c)
+        for (int t = 1; t <= n; ++t)
+          for (int u = 1; u <= n; ++u)
+            if (n % (c * t * u) == 0) ++count;
+      EXPECT_EQ(static_cast<int>(seen.size()), 2 * count);
+      EXPECT_EQ(p.enumerated, 2 * count);
+      EXPECT_GT(runnable, 0);
+      EXPECT_EQ(p.winner().status, "ranked");
+    }
+  }
+}
+
+TEST(Planner, PlacementAwareChoiceBeatsRankOrderOnALine) {
+  // A 4 x 2 slice numbered along the 4-long side first: rank order puts Ulysses-4 on a line
+  // without wrap-around; the planner finds the 2 x 2 square (half the busiest link's bytes).
+  const Topology t = parse_topology(
+      R"({"name":"line","device":{"kind":"x","bf16_tflops":200,"memory_gib":64,)"
+      R"("memory_GBps":800},"fabric":{"kind":"torus","dims":[4,2],"wrap":[false,false],)"
+      R"("link_GBps":5}})",
+      "test");
+  PlanRequest r = request("wan2.1-t2v-1.3b", 832, 480, 81);
+  r.weight_modes = {"resident"};
+  const Plan p = make_plan(r, t);
+  const Candidate* cu4 = nullptr;
+  for (const Candidate& c : p.candidates)
+    if (c.mesh == dist::MeshSpec{2, 1, 4, 1}) cu4 = &c;
+  ASSERT_NE(cu4, nullptr);
+  ASSERT_EQ(cu4->status, "ranked");
+  EXPECT_NE(cu4->best()->placement.description.find("ulysses=4 2x2"), std::string::npos)
+      << cu4->best()->placement.description;
+  EXPECT_LT(cu4->best()->cost.collectives.at("all_to_all@ulysses"),
+            0.6 * cu4->placements.back().cost.collectives.at("all_to_all@ulysses"));
+  EXPECT_GT(cu4->rank_order_step, cu4->best()->cost.step);
+}
+
+TEST(Planner, RejectsWhatDoesNotFitAndSaysWhy) {
+  // 14B on one TPU v5e (16 GB): nothing fits.
+  PlanRequest r = request("wan2.1-t2v-14b", 1280, 720, 81);
+  try {
+    make_plan(r, *topology_preset("tpu-v5e-2x2"));
+    ADD_FAILURE() << "expected no fit";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no mesh of 4 devices fits"), std::string::npos)
+        << e.what();
+  }
+  // Resident 14B does not fit a v5e even split 8 ways by sequence; sharded weights do.
+  r.devices = 0;
+  const Plan p = make_plan(r, *topology_preset("tpu-v5e-2x4"));
+  EXPECT_EQ(p.winner().weights, "sharded");
+  EXPECT_LE(p.winner().memory_per_device, p.topology.device.memory_bytes);
+  // Bad requests name the flag.
+  r.frames = 80;
+  EXPECT_THROW(make_plan(r, *topology_preset("tpu-v5e-2x4")), InputError);
+  r.frames = 81;
+  r.width = 1281;
+  EXPECT_THROW(make_plan(r, *topology_preset("tpu-v5e-2x4")), InputError);
+  // --devices cuts a GPU node, not a torus.
+  PlanRequest small = request("wan2.1-t2v-1.3b", 832, 480, 81);
+  small.devices = 4;
+  EXPECT_EQ(make_plan(small, *topology_preset("h100-nvswitch-x8")).topology.devices(), 4);
+  EXPECT_THROW(make_plan(small, *topology_preset("tpu-v5e-2x4")), InputError);
+  small.devices = 12;
+  EXPECT_THROW(make_plan(small, *topology_preset("h100-nvswitch-x8-ib-x2")), InputError);
+}
+
+TEST(PlanFile, RoundTripsAndChecksItsFields) {
+  const Plan p =
+      make_plan(request("wan2.1-t2v-1.3b", 832, 480, 81), *topology_preset("tpu-v5e-2x4"));
+  const std::string text = p.to_json(true).dump();
+  const PlanFile f = parse_plan_file(text, "plan.json");
+  EXPECT_EQ(f.mesh, p.winner().mesh);
+  EXPECT_EQ(f.weights, p.winner().weights);
+  EXPECT_EQ(f.devices, 8);
+  ASSERT_EQ(f.device_of_rank.size(), 8u);
+  for (size_t r = 0; r < 8; ++r)
+    EXPECT_EQ(f.device_of_rank[r],
+              p.topology.device_name(p.winner().best()->placement.device_of_rank[r]));
+  EXPECT_EQ(f.width, 832);
+  EXPECT_EQ(f.frames, 81);
+  EXPECT_EQ(f.dim, 1536);
+  EXPECT_DOUBLE_EQ(f.predicted_step_seconds, p.winner().best()->cost.step);
+  EXPECT_EQ(parse_plan_file(f.json.dump(), "again").mesh, f.mesh);
+  auto error_of = [&](nlohmann::json j) {
+    try {
+      parse_plan_file(j.dump(), "plan.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  nlohmann::json j = f.json;
+  j["mesh"]["ulysses"] = 0;
+  EXPECT_NE(error_of(j).find("plan.json: mesh.ulysses: expected a positive integer"),
+            std::string::npos);
+  j = f.json;
+  j["topology"]["devices"] = 4;
+  EXPECT_NE(error_of(j).find("topology.devices"), std::string::npos);
+  j = f.json;
+  j["weights"] = "streamed";
+  EXPECT_NE(error_of(j).find("weights: expected"), std::string::npos);
+  j = f.json;
+  j["placement"]["ranks"].erase(3);
+  EXPECT_NE(error_of(j).find("placement.ranks"), std::string::npos);
+  j = f.json;
+  j.erase("vidax_plan");
+  EXPECT_NE(error_of(j).find("vidax_plan"), std::string::npos);
+  EXPECT_NE(error_of(nlohmann::json::array()).find("vidax_plan"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace vidax::plan
