@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <thread>
 
 #include "core/error.h"
 
@@ -42,10 +43,19 @@ void CommStats::add(const CommStats& o) {
 
 // Counts one collective: calls, bytes sent, wall time (nested calls are not double counted:
 // reductions time themselves and their inner data movement is not added again).
+namespace {
+CollectiveStretch& stretch_hook() {
+  static CollectiveStretch hook;
+  return hook;
+}
+}  // namespace
+
+void set_collective_stretch(CollectiveStretch stretch) { stretch_hook() = std::move(stretch); }
+
 class Group::Timed {
  public:
   Timed(Group& g, CollectiveKind kind, int64_t bytes)
-      : g_(g), kind_(static_cast<size_t>(kind)), outer_(g.depth_++ == 0) {
+      : g_(g), kind_(static_cast<size_t>(kind)), bytes_(bytes), outer_(g.depth_++ == 0) {
     if (outer_) {
       g_.stats_.calls[kind_] += 1;
       g_.stats_.bytes_sent[kind_] += bytes;
@@ -55,14 +65,22 @@ class Group::Timed {
   }
   ~Timed() {
     --g_.depth_;
-    if (outer_)
-      g_.stats_.seconds[kind_] +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (!outer_) return;
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (stretch_hook() && g_.size() > 1) {
+      const double target = stretch_hook()(static_cast<CollectiveKind>(kind_), bytes_, g_);
+      if (target > elapsed) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(target - elapsed));
+        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+      }
+    }
+    g_.stats_.seconds[kind_] += elapsed;
   }
 
  private:
   Group& g_;
   size_t kind_;
+  int64_t bytes_;
   bool outer_;
   std::chrono::steady_clock::time_point t0_;
 };

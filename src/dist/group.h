@@ -20,6 +20,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -122,6 +123,15 @@ class Group {
   int64_t sequence_ = 0;
   int depth_ = 0;  // nesting of collectives (reductions call data movement)
 };
+
+// Link emulation (`VIDAX_SIMULATE_LINKS`, plan/link_emulation.h): when set, every outer
+// collective on a group of more than one rank lasts at least the seconds `stretch` returns for it
+// (its modelled duration on a slower topology): the rank sleeps after the collective completes
+// for what is left. Set before the first collective; called on the thread that issues it (it
+// must be thread-safe when several threads issue collectives). Null: off.
+using CollectiveStretch =
+    std::function<double(CollectiveKind kind, int64_t bytes_sent, const Group& group)>;
+void set_collective_stretch(CollectiveStretch stretch);
 
 // The size-1 group: collectives copy `in` to `out` (or do nothing).
 std::unique_ptr<Group> make_self_group(const std::string& name = "self");

@@ -46,6 +46,8 @@ const char* op_class_name(OpClass cls) {
       return "attention";
     case OpClass::kMemory:
       return "memory";
+    case OpClass::kPack:
+      return "pack";
     case OpClass::kCollective:
       return "collective";
   }

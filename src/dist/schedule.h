@@ -21,9 +21,11 @@ enum class MeshAxis { kCfg, kRing, kUlysses, kTp, kSp };
 const char* mesh_axis_name(MeshAxis axis);
 int axis_size(const MeshSpec& mesh, MeshAxis axis);
 
-// What bounds a compute op's time on a device: its arithmetic (kGemm, kAttention) or its memory
-// traffic (kMemory: norms, RoPE, residual adds, layout copies).
-enum class OpClass { kGemm, kAttention, kMemory, kCollective };
+// What bounds a compute op's time on a device: its arithmetic (kGemm, kAttention), its memory
+// traffic (kMemory: norms, RoPE, residual adds, layout copies), or the packing of weights that
+// arrive as checkpoint bytes (kPack: a sharded block rebuilt after its gather; `bytes` = the
+// checkpoint bytes packed).
+enum class OpClass { kGemm, kAttention, kMemory, kPack, kCollective };
 const char* op_class_name(OpClass cls);
 
 struct ScheduledOp {
@@ -59,7 +61,7 @@ struct Schedule {
   // send_recv the message, broadcast the whole vector from the root.
   int64_t calls(CollectiveKind kind, const MeshSpec& mesh) const;
   double bytes_sent(CollectiveKind kind, const MeshSpec& mesh) const;
-  // FLOPs of the compute ops of `cls` (all classes when kCount-like: use total_flops).
+  // FLOPs of the compute ops of `cls`; total_flops: of every class.
   double flops(OpClass cls) const;
   double total_flops() const;
 };

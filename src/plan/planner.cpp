@@ -93,6 +93,8 @@ double op_seconds(const DeviceSpec& d, const dist::ScheduledOp& op) {
       return op.flops / (d.bf16_flops * d.attention_efficiency);
     case OpClass::kMemory:
       return op.bytes / (d.memory_bandwidth * d.memory_efficiency);
+    case OpClass::kPack:
+      return d.pack_bandwidth > 0 ? op.bytes / d.pack_bandwidth : 0.0;
     case OpClass::kCollective:
       return 0;
   }
@@ -150,7 +152,9 @@ StepCost predict_step(const PlanRequest& r, const Topology& topo, const MeshSpec
       if (op.collective()) {
         const double t = links.time(op).seconds;
         cost.collectives[key_of(op)] += t * static_cast<double>(seg.repeat);
-        if (op.overlapped) {
+        // A background collective hides behind compute unless it takes the compute's cores
+        // (a CPU process: the loader thread's copies run on the same cores).
+        if (op.overlapped && !topo.device.background_shares_cores) {
           seg_overlapped += t;
         } else {
           cost.communication += t * static_cast<double>(seg.repeat);
@@ -158,9 +162,14 @@ StepCost predict_step(const PlanRequest& r, const Topology& topo, const MeshSpec
         continue;
       }
       const double t = op_seconds(topo.device, op) * static_cast<double>(op.calls);
+      if (op.overlapped && !topo.device.background_shares_cores) {
+        seg_overlapped += t;  // background work on its own resources
+        continue;
+      }
       seg_compute += t;
       (op.cls == OpClass::kGemm        ? cost.gemm
        : op.cls == OpClass::kAttention ? cost.attention
+       : op.cls == OpClass::kPack      ? cost.pack
                                        : cost.memory) += t * static_cast<double>(seg.repeat);
     }
     cost.compute += seg_compute * static_cast<double>(seg.repeat);
@@ -208,6 +217,9 @@ Plan make_plan(const PlanRequest& request, const Topology& topology_in) {
             const bool sharded = weights == "sharded";
             ++plan.enumerated;
             cand.reason = refusal(request, cand.mesh, sharded);
+            if (request.only_mesh && !(*request.only_mesh == cand.mesh))
+              cand.reason =
+                  str_cat("not the mesh asked for (--mesh ", request.only_mesh->str(), ")");
             if (cand.reason.empty()) {
               cand.memory_per_device = memory_need(request, cand.mesh, sharded, plan.tokens);
               if (cand.memory_per_device > topo.device.memory_bytes)
@@ -241,6 +253,10 @@ Plan make_plan(const PlanRequest& request, const Topology& topology_in) {
   for (Candidate& cand : all)
     if (cand.status != "rejected") viable.push_back(&cand);
   if (viable.empty()) {
+    if (request.only_mesh)
+      for (const Candidate& cand : all)
+        if (cand.mesh == *request.only_mesh)
+          throw_input_error("--mesh ", cand.mesh.str(), " on ", topo.name, ": ", cand.reason);
     const Candidate* tightest = nullptr;
     for (const Candidate& cand : all)
       if (cand.memory_per_device > 0 &&

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct PlanRequest {
   int devices = 0;  // N; 0: every device of the topology
   // Which weight modes to consider ("resident", "sharded").
   std::vector<std::string> weight_modes = {"resident", "sharded"};
+  // When set, only this mesh is considered (the others are listed as excluded): a prediction for
+  // a given mesh, e.g. to compare with a published run.
+  std::optional<dist::MeshSpec> only_mesh;
   // Latent geometry (Wan 2.1: 4x temporal, 8x spatial VAE stride; z_dim 16).
   int64_t vae_stride_t = 4, vae_stride_hw = 8, z_dim = 16;
 };
@@ -43,6 +47,7 @@ struct PlanRequest {
 struct StepCost {
   double compute = 0;  // seconds of compute per step (GEMMs, attention, memory-bound ops)
   double gemm = 0, attention = 0, memory = 0;
+  double pack = 0;  // sharded blocks rebuilt from their gathered bytes, where it takes the cores
   std::map<std::string, double> collectives;  // seconds per "kind@axis" per step
   double communication = 0;  // the collectives run between ops (all of them exposed)
   double overlapped = 0;     // collectives run beside compute (sharded weights' gathers)

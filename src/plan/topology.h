@@ -26,6 +26,12 @@ struct DeviceSpec {
   // Share of the peak each op kind reaches (GEMMs, attention) and of the memory bandwidth
   // (memory-bound ops): assumptions unless measured (docs/planner.md).
   double gemm_efficiency = 0.6, attention_efficiency = 0.45, memory_efficiency = 0.7;
+  // Bytes/s of checkpoint weights packed into a runtime's layout (a sharded block after its
+  // gather); 0: the gathered weights are used as they are (no cost).
+  double pack_bandwidth = 0;
+  // Background work (the sharded weights' loader) takes the compute's own cores (a CPU process
+  // with one thread per core) instead of running beside it.
+  bool background_shares_cores = false;
 };
 
 struct Link {
@@ -83,9 +89,11 @@ struct Topology {
 
 // Parses a topology JSON text; InputError naming `source`, the field and what was expected.
 Topology parse_topology(const std::string& json_text, const std::string& source);
+// The file format of `t` (parse_topology gives it back): to keep a measured `local` topology.
+std::string topology_to_json(const Topology& t);
 std::vector<std::string> topology_preset_names();
 std::optional<Topology> topology_preset(const std::string& name);
-// A preset name or a JSON file path; InputError for neither (naming the presets).
-Topology load_topology(const std::string& name_or_path);
+// A preset name or a JSON file path; InputError for neither (naming `flag` and the presets).
+Topology load_topology(const std::string& name_or_path, const std::string& flag = "--topology");
 
 }  // namespace vidax::plan

@@ -94,11 +94,18 @@ Topology parse_topology(const std::string& json_text, const std::string& source)
   t.notes = r.text(j, "", "notes", false);
   if (!j.contains("device")) r.fail("device", "an object (missing)");
   const json& d = r.object(j.at("device"), "device",
-                           {"kind", "bf16_tflops", "memory_gib", "memory_GBps", "efficiency"});
+                           {"kind", "bf16_tflops", "memory_gib", "memory_GBps", "efficiency",
+                            "pack_GBps", "background_shares_cores"});
   t.device.kind = r.text(d, "device", "kind", true);
   t.device.bf16_flops = r.number(d, "device", "bf16_tflops", true, 0) * 1e12;
   t.device.memory_bytes = r.number(d, "device", "memory_gib", true, 0) * 1073741824.0;
   t.device.memory_bandwidth = r.number(d, "device", "memory_GBps", true, 0) * 1e9;
+  t.device.pack_bandwidth = r.number(d, "device", "pack_GBps", false, 0) * 1e9;
+  if (d.contains("background_shares_cores")) {
+    if (!d.at("background_shares_cores").is_boolean())
+      r.fail("device.background_shares_cores", "true or false");
+    t.device.background_shares_cores = d.at("background_shares_cores").get<bool>();
+  }
   if (d.contains("efficiency")) {
     const json& e =
         r.object(d.at("efficiency"), "device.efficiency", {"gemm", "attention", "memory"});
@@ -169,19 +176,60 @@ Topology parse_topology(const std::string& json_text, const std::string& source)
   return t;
 }
 
-Topology load_topology(const std::string& name_or_path) {
+std::string topology_to_json(const Topology& t) {
+  json dev = {{"kind", t.device.kind},
+              {"bf16_tflops", t.device.bf16_flops * 1e-12},
+              {"memory_gib", t.device.memory_bytes / 1073741824.0},
+              {"memory_GBps", t.device.memory_bandwidth * 1e-9},
+              {"efficiency",
+               {{"gemm", t.device.gemm_efficiency},
+                {"attention", t.device.attention_efficiency},
+                {"memory", t.device.memory_efficiency}}}};
+  if (t.device.pack_bandwidth > 0) dev["pack_GBps"] = t.device.pack_bandwidth * 1e-9;
+  if (t.device.background_shares_cores) dev["background_shares_cores"] = true;
+  json f;
+  if (t.fabric == FabricKind::kTorus) {
+    f = {{"kind", "torus"},
+         {"dims", t.dims},
+         {"wrap", t.wrap},
+         {"link_GBps", t.link_bandwidth * 1e-9},
+         {"hop_latency_us", t.hop_latency * 1e6}};
+  } else {
+    json intra = {{"kind", t.intra},
+                  {"GBps", t.intra_bandwidth * 1e-9},
+                  {"latency_us", t.intra_latency * 1e6}};
+    if (t.intra == "pcie") {
+      intra["devices_per_switch"] = t.pcie_switch_devices;
+      intra["host_GBps"] = t.host_bandwidth * 1e-9;
+    }
+    f = {{"kind", "switch"},
+         {"nodes", t.nodes},
+         {"devices_per_node", t.devices_per_node},
+         {"intra", intra}};
+    if (t.nodes > 1)
+      f["inter"] = {{"GBps", t.inter_bandwidth * 1e-9}, {"latency_us", t.inter_latency * 1e6}};
+  }
+  return json{{"name", t.name},
+              {"device", dev},
+              {"fabric", f},
+              {"collective_latency_us", t.collective_latency * 1e6},
+              {"notes", t.notes}}
+      .dump(2);
+}
+
+Topology load_topology(const std::string& name_or_path, const std::string& flag) {
   if (auto p = topology_preset(name_or_path)) return *p;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(name_or_path, ec)) {
     std::string names;
     for (const auto& n : topology_preset_names()) names += (names.empty() ? "" : ", ") + n;
-    throw_input_error("--topology: \"", name_or_path,
+    throw_input_error(flag, ": \"", name_or_path,
                       "\" is neither a preset nor a topology file; presets: ", names);
   }
   std::ifstream in(name_or_path, std::ios::binary);
   std::ostringstream text;
   text << in.rdbuf();
-  if (!in && !in.eof()) throw_input_error("--topology: cannot read ", name_or_path);
+  if (!in && !in.eof()) throw_input_error(flag, ": cannot read ", name_or_path);
   if (text.str().size() > (16u << 20)) throw_input_error(name_or_path, ": larger than 16 MiB");
   return parse_topology(text.str(), name_or_path);
 }

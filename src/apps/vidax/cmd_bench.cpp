@@ -34,6 +34,7 @@ struct BenchArgs {
   std::string model = "wan2.1-t2v-1.3b", weights, size = "416x240", precision = "bf16";
   WeightArgs residency;
   int64_t frames = 17, context_tokens = 512, iters = 2, warmup = 1, timestep = 500;
+  int64_t layers = 0;  // --layers: the preset's block count overridden (0: the preset's)
   bool json = false, no_peak = false, profile = false, guided = false;
   MeshArgs mesh;
 };
@@ -102,6 +103,8 @@ void bench_dit(const BenchArgs& a) {
       throw_input_error("--model: unknown model '", a.model, "' (expected one of ", names, ")");
     }
     cfg = *preset;
+    if (a.layers < 0 || a.layers > 1000) throw_input_error("--layers: expected 1..1000");
+    if (a.layers > 0) cfg.num_layers = a.layers;
     const DType dtype = keep_fp8                     ? DType::kF8E4M3
                         : p == wan::Precision::kBF16 ? DType::kBF16
                                                      : DType::kF32;
@@ -201,6 +204,7 @@ void bench_dit(const BenchArgs& a) {
   const double bf16_peak = std::max({peak.bf16_gflops, peak.amx_bf16_gflops, peak.f32_gflops});
   const double peak_ref = p == wan::Precision::kBF16 ? bf16_peak : peak.f32_gflops;
   nlohmann::json j = {{"model", a.weights.empty() ? a.model : a.weights},
+                      {"layers", cfg.num_layers},
                       {"precision", a.precision},
                       {"frames", a.frames},
                       {"size", a.size},
@@ -332,6 +336,8 @@ void register_bench(CLI::App& app) {
     auto a = std::make_shared<BenchArgs>();
     cmd->add_option("--model", a->model, "preset with random weights (default wan2.1-t2v-1.3b)");
     cmd->add_option("--weights", a->weights, "use a checkpoint instead of random weights");
+    cmd->add_option("--layers", a->layers,
+                    "with --model: this many blocks of the preset's size (default: all)");
     add_weight_args(cmd, a->residency,
                     "; with --model the preset's random weights are first written to a "
                     "temporary file in $TMPDIR (as a scaled-fp8 file with --keep-fp8)");

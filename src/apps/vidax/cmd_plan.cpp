@@ -21,10 +21,11 @@ namespace {
 
 struct PlanArgs {
   std::string model, size = "832x480", topology, precision = "bf16", attention = "dense";
-  std::string weights = "any", output, rankfile, comm;
+  std::string weights = "any", output, rankfile, comm, mesh, write_topology;
   int64_t frames = 81, steps = 50;
   int devices = 0;
-  double density = 0;
+  int64_t layers = 0;
+  double density = 0, device_memory_gib = 0;
   bool no_guidance = false, json = false, explain = false;
 };
 
@@ -73,6 +74,8 @@ void run_plan(const PlanArgs& a) {
   plan::PlanRequest r;
   r.model = a.model;
   r.config = model_config(a.model);
+  if (a.layers < 0 || a.layers > 1000) throw_input_error("--layers: expected 1..1000");
+  if (a.layers > 0) r.config.num_layers = a.layers;
   const auto [w, h] = parse_size(a.size, "--size");
   r.width = w;
   r.height = h;
@@ -92,6 +95,7 @@ void run_plan(const PlanArgs& a) {
   }
   if (a.devices < 0) throw_input_error("--devices: expected a positive count");
   r.devices = a.devices;
+  if (!a.mesh.empty()) r.only_mesh = dist::parse_mesh_spec(a.mesh, "--mesh");
   if (r.config.kind == wan::DitKind::kTI2V) {  // Wan 2.2's VAE: 16x spatial, 48 channels
     r.vae_stride_hw = 16;
     r.z_dim = 48;
@@ -119,6 +123,9 @@ void run_plan(const PlanArgs& a) {
     if (!a.comm.empty()) throw_input_error("--comm: only with --topology local");
     topo = plan::load_topology(a.topology);
   }
+  if (a.device_memory_gib < 0) throw_input_error("--device-memory: expected GiB > 0");
+  if (a.device_memory_gib > 0) topo.device.memory_bytes = a.device_memory_gib * 1073741824.0;
+  if (!a.write_topology.empty()) write_text(a.write_topology, plan::topology_to_json(topo) + "\n");
   const plan::Plan p = plan::make_plan(r, topo);
   if (!a.output.empty()) write_text(a.output, p.to_json(a.explain).dump(2) + "\n");
   if (!a.rankfile.empty()) write_text(a.rankfile, p.rankfile());
@@ -141,6 +148,8 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--topology", a->topology,
                   "preset (tpu-v5e-2x4, h100-nvswitch-x8, ..., local) or a topology JSON file")
       ->required();
+  cmd->add_option("--layers", a->layers,
+                  "plan for this many blocks of the model's size (as bench dit --layers)");
   cmd->add_option("--frames", a->frames, "video frames, 4k+1 (default 81)");
   cmd->add_option("--size", a->size, "WIDTHxHEIGHT (default 832x480)");
   cmd->add_option("--steps", a->steps, "denoising steps (default 50)");
@@ -152,8 +161,14 @@ void register_plan(CLI::App& app) {
                   "the policy's share of the dense attention FLOPs (default: its density= or 1)");
   cmd->add_flag("--no-guidance", a->no_guidance, "no classifier-free guidance (one forward/step)");
   cmd->add_option("--weights", a->weights, "resident | sharded | any (default: any)");
+  cmd->add_option("--mesh", a->mesh,
+                  "predict this mesh only (cfg=C,ring=R,ulysses=U,tp=T) instead of searching");
   cmd->add_option("--comm", a->comm,
                   "local only: JSON of `mpirun -n N vidax bench comm --json` (latency, bandwidth)");
+  cmd->add_option("--device-memory", a->device_memory_gib,
+                  "GiB each device holds, instead of the topology's figure");
+  cmd->add_option("--write-topology", a->write_topology,
+                  "write the topology used (e.g. the measured local one) as a topology file");
   cmd->add_flag("--json", a->json, "print the plan as JSON");
   cmd->add_flag("--explain", a->explain, "list every candidate: its estimate and its fate");
   cmd->add_option("-o,--output", a->output, "write the plan file (for generate --plan)");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "dist/world.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/flash_attention.h"
+#include "plan/link_emulation.h"
 
 namespace vidax::cli {
 namespace {
@@ -140,6 +142,14 @@ std::unique_ptr<dist::Mesh> make_mesh(const MeshArgs& args) {
   }
   const dist::MeshSpec spec = dist::parse_mesh_spec(args.spec);
   dist::validate_mesh(spec, world.size());
+  // Link emulation (plan/link_emulation.h): the collectives take their modelled durations.
+  if (const char* links = std::getenv("VIDAX_SIMULATE_LINKS"); links != nullptr && *links) {
+    const plan::Topology topo = plan::load_topology(links, "VIDAX_SIMULATE_LINKS");
+    const char* place = std::getenv("VIDAX_SIMULATE_PLACEMENT");
+    plan::install_link_emulation(topo, spec,
+                                 plan::parse_placement(place != nullptr ? place : "", world.size(),
+                                                       topo.devices(), "VIDAX_SIMULATE_PLACEMENT"));
+  }
   return std::make_unique<dist::Mesh>(spec, world);
 }
 

@@ -200,6 +200,12 @@ dist::Schedule dit_forward_schedule(const DitConfig& c, const DitScheduleRequest
                                dit_block_checkpoint_bytes(c, req.checkpoint_item_bytes) / sp);
     g.overlapped = true;
     o.push_back(g);
+    // The loader thread then builds this rank's (tp slice of the) block from the gathered bytes.
+    ScheduledOp pack =
+        memory("shard.pack", dit_block_checkpoint_bytes(c, req.checkpoint_item_bytes) / T);
+    pack.cls = OpClass::kPack;
+    pack.overlapped = true;
+    o.push_back(pack);
   }
   s.segments.push_back(std::move(blk));
 
