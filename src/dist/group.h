@@ -12,8 +12,10 @@
 // chunks messages above its per-call limit). bf16 travels as 16-bit words. Reductions take F32
 // or I64 only (never bf16: reduce in f32).
 //
-// Thread-safety: one calling thread per process (the thread that drives the model); OpenMP
-// threads compute between calls. Every member must issue the same collectives in the same order.
+// Thread-safety: one calling thread per group (the thread that drives the model; a sharded
+// model's loader thread issues its gathers on a group of its own, which needs
+// dist::collectives_from_any_thread()); OpenMP threads compute between calls. Every member must
+// issue the same collectives in the same order.
 // A collective that does not complete within the group's timeout (dist/watchdog) ends the
 // process with an error naming the collective, the group and the peers.
 #pragma once
