@@ -57,15 +57,13 @@ const char* op_class_name(OpClass cls) {
 double collective_bytes_sent(CollectiveKind kind, double bytes, int n) {
   if (n <= 1) return 0;
   switch (kind) {
-    case CollectiveKind::kAllToAll:
-      return bytes * (n - 1);  // `bytes` to each peer
-    case CollectiveKind::kAllGather:
+    case CollectiveKind::kAllToAll:       // `bytes` to each peer
+    case CollectiveKind::kAllGather:      // this rank's block to each peer
+    case CollectiveKind::kReduceScatter:  // each peer's block
       return bytes * (n - 1);
     case CollectiveKind::kAllReduce:
       // dist::Group counts 2 n (T-1) / T in integer bytes (rounded down).
       return std::floor(2 * bytes * (n - 1) / n);
-    case CollectiveKind::kReduceScatter:
-      return bytes * (n - 1);
     case CollectiveKind::kSendRecv:
     case CollectiveKind::kBroadcast:
       return bytes;

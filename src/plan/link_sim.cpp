@@ -46,11 +46,15 @@ std::vector<Message> round_messages(const dist::ScheduledOp& op, int n) {
         for (int j = 0; j < n; ++j)
           if (i != j) m.push_back({i, j, op.bytes});
       break;
-    case CollectiveKind::kAllReduce:
-    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllReduce:  // blocks of 1/n of the vector
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < n; ++j)
           if (i != j) m.push_back({i, j, op.bytes / n});
+      break;
+    case CollectiveKind::kReduceScatter:  // `bytes` (each rank's block) to every peer
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j)
+          if (i != j) m.push_back({i, j, op.bytes});
       break;
     case CollectiveKind::kSendRecv:
       for (int i = 0; i < n; ++i) m.push_back({i, (i + 1) % n, op.bytes});

@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/buffer.h"
+#include "core/convert.h"
 #include "core/error.h"
 #include "kernels/cpu/flash_attention.h"
 #include "kernels/cpu/gemm.h"
@@ -59,14 +61,13 @@ double gemm_rate(const wan::DitConfig& c, int64_t rows, DType compute) {
     // Four copies of the weights taken in turn: as in the model, where every block has its own,
     // the weights arrive from memory rather than from cache.
     std::vector<PackedLinear> lins;
+    lins.reserve(4);
     for (int i = 0; i < 4; ++i) lins.emplace_back(ramp(w), Tensor(), compute, epilogue);
     const auto n = static_cast<size_t>(rows * w[1]);
     Buffer<float> x32(n);
     Buffer<BFloat16> x16(n);
-    for (size_t i = 0; i < n; ++i) {
-      x32.data()[i] = 0.01f * static_cast<float>(i % 7);
-      x16.data()[i] = BFloat16(x32.data()[i]);
-    }
+    for (size_t i = 0; i < n; ++i) x32.data()[i] = 0.01f * static_cast<float>(i % 7);
+    convert_floats_serial(x32.data(), DType::kF32, x16.data(), DType::kBF16, n);
     Buffer<float> y(static_cast<size_t>(rows * w[0]));
     const void* x = compute == DType::kBF16 ? static_cast<const void*>(x16.data())
                                             : static_cast<const void*>(x32.data());
@@ -91,7 +92,7 @@ double attention_rate(const wan::DitConfig& c, int64_t tokens, bool bf16) {
   double s;
   if (bf16) {
     std::vector<BFloat16> q16(n);
-    for (size_t i = 0; i < n; ++i) q16[i] = BFloat16(q[i]);
+    convert_floats_serial(q.data(), DType::kF32, q16.data(), DType::kBF16, n);
     s = median_seconds(2,
                        [&] { flash_attention(q16.data(), q16.data(), q16.data(), out.data(), d); });
   } else {
@@ -136,10 +137,23 @@ double pack_rate(const wan::DitConfig& c, wan::Precision precision) {
 template <typename Fn>
 double concurrent_rate(int copies, Fn&& measure) {
   if (copies <= 1) return measure();
-  std::vector<double> rates(static_cast<size_t>(copies));
+  std::vector<double> rates(static_cast<size_t>(copies), 0.0);
+  std::exception_ptr error;
 #pragma omp parallel num_threads(copies)
-  rates[static_cast<size_t>(omp_get_thread_num())] = measure();
-  return *std::min_element(rates.begin(), rates.end());
+  {
+    try {
+      rates[static_cast<size_t>(omp_get_thread_num())] = measure();
+    } catch (...) {
+#pragma omp critical(vidax_local_topology)
+      error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  double slowest = 0;  // over the copies that ran (the runtime may give fewer threads)
+  for (double r : rates)
+    if (r > 0) slowest = slowest > 0 ? std::min(slowest, r) : r;
+  VIDAX_CHECK(slowest > 0, "local topology: no measurement ran");
+  return slowest;
 }
 
 // Seconds of one real DiT block (the runtime's code, random weights of the request's sizes) over

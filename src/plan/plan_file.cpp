@@ -1,5 +1,6 @@
 #include "plan/plan_file.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -186,7 +187,7 @@ std::string Plan::to_text(bool explain) const {
   return s.str();
 }
 
-std::string Plan::rankfile() const {
+std::string Plan::rankfile(int cores_per_node) const {
   std::ostringstream s;
   const PlacementResult& best = *winner().best();
   for (size_t r = 0; r < best.placement.device_of_rank.size(); ++r) {
@@ -194,7 +195,17 @@ std::string Plan::rankfile() const {
     if (topology.fabric == FabricKind::kSwitch) {
       const std::string host =
           topology.nodes == 1 ? std::string("localhost") : str_cat("node", topology.node_of(d));
-      s << "rank " << r << "=" << host << " slot=" << d % topology.devices_per_node << "\n";
+      const int local = d % topology.devices_per_node;
+      if (topology.intra == "shm" && cores_per_node > 0) {
+        // A CPU process owns its share of the node's cores (its OpenMP threads), not one core.
+        const int share = std::max(1, cores_per_node / topology.devices_per_node);
+        const int first = (local * share) % cores_per_node;
+        s << "rank " << r << "=" << host << " slot=" << first;
+        if (share > 1) s << "-" << first + share - 1;
+        s << "\n";
+      } else {
+        s << "rank " << r << "=" << host << " slot=" << local << "\n";
+      }
     } else {
       // A TPU slice has no MPI ranks; the file still says which chip each rank takes.
       s << "# rank " << r << " -> chip " << topology.device_name(d) << "\n";
@@ -218,6 +229,11 @@ PlanFile parse_plan_file(const std::string& text, const std::string& source) {
   p.mesh.ulysses = static_cast<int>(positive(j, source, "mesh.ulysses"));
   p.mesh.tp = static_cast<int>(positive(j, source, "mesh.tp"));
   if (p.mesh.cfg > 2) bad(source, "mesh.cfg", "1 or 2");
+  for (const char* axis : {"ring", "ulysses", "tp"})
+    if (j.at("mesh").at(axis).get<int64_t>() > 65536)
+      bad(source, std::string("mesh.") + axis, "at most 65536");
+  if (static_cast<int64_t>(p.mesh.cfg) * p.mesh.ring * p.mesh.ulysses * p.mesh.tp > 65536)
+    bad(source, "mesh", "at most 65536 processes in all");
   if (!j.contains("weights") || !j.at("weights").is_string() ||
       (j.at("weights") != "resident" && j.at("weights") != "sharded"))
     bad(source, "weights", "\"resident\" or \"sharded\"");
@@ -226,7 +242,10 @@ PlanFile parse_plan_file(const std::string& text, const std::string& source) {
   if (p.devices != p.mesh.size())
     bad(source, "topology.devices",
         str_cat("the mesh's ", p.mesh.size(), " processes, got ", p.devices));
-  p.topology = j.at("topology").value("name", "");
+  if (j.at("topology").contains("name")) {
+    if (!j.at("topology").at("name").is_string()) bad(source, "topology.name", "a string");
+    p.topology = j.at("topology").at("name").get<std::string>();
+  }
   p.dim = positive(j, source, "model.dim");
   p.num_heads = positive(j, source, "model.num_heads");
   p.num_layers = positive(j, source, "model.num_layers");

@@ -189,6 +189,10 @@ Plan make_plan(const PlanRequest& request, const Topology& topology_in) {
   const Topology& topo = plan.topology;
   const int n = topo.devices();
   plan.request.devices = n;
+  if (request.only_mesh && request.only_mesh->size() != n)
+    throw_input_error("--mesh ", request.only_mesh->str(), " has ", request.only_mesh->size(),
+                      " processes; ", topo.name, " gives ", n, " devices (use --devices ",
+                      request.only_mesh->size(), ")");
   const wan::DitConfig& c = request.config;
   if (request.frames < 1 || (request.frames - 1) % request.vae_stride_t != 0)
     throw_input_error("--frames: ", request.frames, " is not 1 + ", request.vae_stride_t, "k");
@@ -234,20 +238,23 @@ Plan make_plan(const PlanRequest& request, const Topology& topology_in) {
             all.push_back(std::move(cand));
           }
         }
-  // 2. Prune with the bound: compute at peak, or the bytes a rank sends at its injection rate.
+  // 2. A lower bound of each mesh's step: its FLOPs at peak, or the bytes a rank sends between
+  // ops at its injection rate (the predicted step is compute + exposed communication, each at
+  // most that fast, so no mesh whose bound exceeds a predicted step can win).
   const double inject = injection_bandwidth(topo);
-  double best_bound = 1e300;
   for (Candidate& cand : all) {
     if (cand.status == "rejected") continue;
     const dist::Schedule s = wan::dit_step_schedule(
         c, schedule_request(request, plan.tokens, plan.latent_numel, cand.weights == "sharded"),
         cand.mesh);
     double sent = 0;
-    for (auto kind : {dist::CollectiveKind::kAllToAll, dist::CollectiveKind::kAllGather,
-                      dist::CollectiveKind::kAllReduce, dist::CollectiveKind::kSendRecv})
-      sent += s.bytes_sent(kind, cand.mesh);
+    for (const auto& seg : s.segments)
+      for (const auto& op : seg.ops)
+        if (op.collective() && !op.overlapped)
+          sent +=
+              static_cast<double>(seg.repeat * op.calls) *
+              dist::collective_bytes_sent(op.kind, op.bytes, dist::axis_size(cand.mesh, op.axis));
     cand.bound = std::max(s.total_flops() / topo.device.bf16_flops, sent / inject);
-    best_bound = std::min(best_bound, cand.bound);
   }
   std::vector<Candidate*> viable;
   for (Candidate& cand : all)
@@ -269,15 +276,19 @@ Plan make_plan(const PlanRequest& request, const Topology& topology_in) {
                         topo.device.kind, " has ", format_bytes(topo.device.memory_bytes));
     throw_input_error("no mesh of ", n, " devices runs this model: ", all.front().reason);
   }
+  // Compiled in the order of their bounds; pruned once the bound exceeds the best step found.
   std::sort(viable.begin(), viable.end(),
             [](const Candidate* a, const Candidate* b) { return a->bound < b->bound; });
-  for (size_t i = 0; i < viable.size(); ++i) {
-    Candidate& cand = *viable[i];
-    if (i >= 5 && cand.bound > 1.5 * best_bound) {
+  double best_step = 1e300;
+  for (Candidate* next : viable) {
+    Candidate& cand = *next;
+    if (cand.bound > best_step) {
       cand.status = "pruned";
-      char ratio[32];
-      std::snprintf(ratio, sizeof ratio, "%.2f", cand.bound / best_bound);
-      cand.reason = str_cat("its bound is ", ratio, "x the best bound (> 1.5x, outside the top 5)");
+      char text[96];
+      std::snprintf(text, sizeof text,
+                    "its lower bound %.4g s exceeds the best predicted step %.4g s", cand.bound,
+                    best_step);
+      cand.reason = text;
       ++plan.pruned;
       continue;
     }
@@ -296,6 +307,7 @@ Plan make_plan(const PlanRequest& request, const Topology& topology_in) {
                      [](const PlacementResult& a, const PlacementResult& b) {
                        return a.cost.step < b.cost.step;
                      });
+    best_step = std::min(best_step, cand.placements.front().cost.step);
   }
   auto order = [](const Candidate& cand) {
     return cand.status == "ranked" ? 0 : cand.status == "pruned" ? 1 : 2;

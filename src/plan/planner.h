@@ -81,8 +81,10 @@ struct Plan {
   const Candidate& winner() const { return candidates.front(); }
   nlohmann::json to_json(bool explain) const;
   std::string to_text(bool explain) const;
-  // Open MPI rankfile placing world rank r on its device (hosts named node<k> or localhost).
-  std::string rankfile() const;
+  // Open MPI rankfile placing world rank r on its device (hosts named node<k> or localhost; the
+  // slot is the device's index in its node, or on shared-memory CPU nodes the range of
+  // `cores_per_node` / devices cores the process's threads use).
+  std::string rankfile(int cores_per_node = 0) const;
 };
 
 // Throws InputError when no mesh runs (naming why each was rejected: the tightest memory need).

@@ -41,7 +41,9 @@ class Reader {
     }
     const json& v = j.at(key);
     if (!v.is_number() || !(v.get<double>() > min_exclusive))
-      fail(join(parent, key), "a number above " + fmt(min_exclusive) + ", got " + v.dump());
+      fail(join(parent, key), (min_exclusive < 0 ? std::string("a number >= 0")
+                                                 : "a number above " + fmt(min_exclusive)) +
+                                  ", got " + v.dump());
     return v.get<double>();
   }
   int integer(const json& j, const std::string& parent, const std::string& key, bool required,
@@ -133,6 +135,9 @@ Topology parse_topology(const std::string& json_text, const std::string& source)
         r.fail(str_cat("fabric.dims[", i, "]"), str_cat("a positive integer, got ", v.dump()));
       t.dims.push_back(v.get<int>());
     }
+    int64_t chips = 1;
+    for (int d : t.dims) chips *= d;
+    if (chips > 65536) r.fail("fabric.dims", "at most 65536 devices in all");
     if (!f.contains("wrap") || !f.at("wrap").is_array() || f.at("wrap").size() != t.dims.size())
       r.fail("fabric.wrap",
              str_cat("an array of ", t.dims.size(), " booleans (wrap-around links per dimension)"));
@@ -219,6 +224,9 @@ std::string topology_to_json(const Topology& t) {
 
 Topology load_topology(const std::string& name_or_path, const std::string& flag) {
   if (auto p = topology_preset(name_or_path)) return *p;
+  if (name_or_path == "local")
+    throw_input_error(flag, ": local is measured by `vidax plan --topology local --devices N`; ",
+                      "keep it with --write-topology FILE and give the file here");
   std::error_code ec;
   if (!std::filesystem::is_regular_file(name_or_path, ec)) {
     std::string names;

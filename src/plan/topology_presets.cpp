@@ -66,7 +66,7 @@ const std::map<std::string, std::function<json()>>& presets() {
     std::map<std::string, std::function<json()>> m;
     // TPU v4: 275 TFLOP/s, 32 GiB, 1200 GB/s HBM; 3D; a torus only where every dimension is a
     // multiple of 4 (Cloud TPU docs). 6 ICI ports; 50 GB/s per link and direction assumed.
-    for (std::vector<int> d :
+    for (const std::vector<int>& d :
          {std::vector<int>{2, 2, 1}, {2, 2, 2}, {2, 2, 4}, {2, 4, 4}, {4, 4, 4}, {4, 4, 8}}) {
       const std::string n = "tpu-v4-" + shape_name(d);
       m[n] = [=] {
@@ -76,7 +76,7 @@ const std::map<std::string, std::function<json()>>& presets() {
     }
     // TPU v5e: 197 TFLOP/s, 16 GB, 819 GB/s; 400 GB/s ICI per chip over 4 ports -> 50 GB/s per
     // link and direction; 2D. Wrap-around below the full 16x16 pod is not documented: off.
-    for (std::vector<int> d :
+    for (const std::vector<int>& d :
          {std::vector<int>{2, 2}, {2, 4}, {4, 4}, {4, 8}, {8, 8}, {8, 16}, {16, 16}}) {
       const std::string n = "tpu-v5e-" + shape_name(d);
       const bool pod = d[0] == 16 && d[1] == 16;
@@ -87,7 +87,7 @@ const std::map<std::string, std::function<json()>>& presets() {
     }
     // TPU v5p: 459 TFLOP/s, 95 GiB, 2765 GB/s; 1200 GB/s ICI over 6 ports -> 100 GB/s per link
     // and direction; 3D, a torus from multiples of 4.
-    for (std::vector<int> d :
+    for (const std::vector<int>& d :
          {std::vector<int>{2, 2, 1}, {2, 2, 2}, {2, 2, 4}, {2, 4, 4}, {4, 4, 4}}) {
       const std::string n = "tpu-v5p-" + shape_name(d);
       m[n] = [=] {
@@ -97,7 +97,7 @@ const std::map<std::string, std::function<json()>>& presets() {
     }
     // TPU v6e: 918 TFLOP/s, 32 GB, 1638 GB/s; 800 GB/s ICI over 4 ports -> 100 GB/s per link and
     // direction; 2D, wrap assumed only on the full pod.
-    for (std::vector<int> d :
+    for (const std::vector<int>& d :
          {std::vector<int>{2, 2}, {2, 4}, {4, 4}, {4, 8}, {8, 8}, {8, 16}, {16, 16}}) {
       const std::string n = "tpu-v6e-" + shape_name(d);
       const bool pod = d[0] == 16 && d[1] == 16;

@@ -74,7 +74,7 @@ Schedule without_shard_gathers(Schedule s, double* gather_bytes) {
   for (auto& seg : s.segments)
     std::erase_if(seg.ops, [&](const ScheduledOp& op) {
       if (!op.overlapped) return false;
-      *gather_bytes = op.bytes;
+      if (op.collective()) *gather_bytes = op.bytes;  // (the other is the block's repacking)
       return true;
     });
   return s;

@@ -379,15 +379,36 @@ TEST(MeshCli, GenerateRunsThePlannersPlan) {
   EXPECT_EQ(side["topology_plan"]["file"], plan);
   EXPECT_GT(side["topology_plan"]["predicted_step_seconds"].get<double>(), 0);
   EXPECT_EQ(side["frames"], 5);
+  // Link emulation on the same run: a bad topology or placement is one error, nothing written.
+  for (const auto& [env, needle] :
+       {std::pair{std::string("VIDAX_SIMULATE_LINKS=no-such"), std::string("VIDAX_SIMULATE_LINKS")},
+        std::pair{std::string("VIDAX_SIMULATE_LINKS=h100-nvswitch-x8 VIDAX_SIMULATE_PLACEMENT=0,0"),
+                  std::string("VIDAX_SIMULATE_PLACEMENT")}}) {
+    const Result r = run_mpi(2, common + "--plan " + plan + " -o " + dir.file("emulated"), env);
+    EXPECT_NE(r.code, 0) << env;
+    EXPECT_NE(r.out.find(needle), std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("emulated")));
+  }
+  // A slow modelled network makes the same run take longer and write the same frames.
+  {
+    const Result r = run_mpi(2, common + "--plan " + plan + " -o " + dir.file("emulated"),
+                             "VIDAX_SIMULATE_LINKS=h100-nvswitch-x8-ib-x2 "
+                             "VIDAX_SIMULATE_PLACEMENT=0,8");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(raw_frames(dir.file("emulated")), raw_frames(dir.file("planned")));
+  }
   // The rankfile names a slot per rank.
   std::ifstream rf(rankfile);
   const std::string ranks((std::istreambuf_iterator<char>(rf)), {});
   EXPECT_NE(ranks.find("rank 0=localhost slot="), std::string::npos) << ranks;
   EXPECT_NE(ranks.find("rank 1=localhost slot="), std::string::npos) << ranks;
-  // Refusals: another process count, a contradicting --mesh or --size; nothing written.
+  // Refusals: another process count, a contradicting --mesh, --weights or --size; nothing
+  // written.
+  const std::string other = j["weights"] == "sharded" ? "resident" : "sharded";
   for (const auto& [n, extra, needle] :
        {std::tuple{3, std::string(""), std::string("is for 2 processes; this job has 3")},
         std::tuple{2, std::string("--mesh tp=2"), std::string("--mesh says tp=2")},
+        std::tuple{2, "--weights " + other, "--weights says " + other},
         std::tuple{2, std::string("--size 96x64"), std::string("--size says 96x64")}}) {
     const Result r =
         run_mpi(n, common + "--plan " + plan + " " + extra + " -o " + dir.file("refused"));

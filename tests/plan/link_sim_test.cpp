@@ -142,6 +142,11 @@ TEST(LinkSim, RingPassesAndSwitchFabrics) {
   const std::vector<double> l = round_link_bytes(ring, identity(4), {1, 4, 1, 1}, pass);
   for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(load_on(ring, l, i, (i + 1) % 4), 64);
   EXPECT_EQ(collective_time(ring, identity(4), {1, 4, 1, 1}, pass).rounds, 3);
+  // A reduce-scatter sends each peer its whole block (as dist::Group counts it).
+  const ScheduledOp rs = op(CollectiveKind::kReduceScatter, MeshAxis::kRing, 64);
+  const std::vector<double> r2 = round_link_bytes(ring, identity(4), {1, 4, 1, 1}, rs);
+  EXPECT_DOUBLE_EQ(load_on(ring, r2, 1, 0), 64);  // 1 -> 0 only
+  EXPECT_DOUBLE_EQ(load_on(ring, r2, 0, 1), 3 * 64);
   // Two nodes of two GPUs: a cross-node all-gather leaves through each GPU's NIC.
   const Topology two = parse_topology(
       R"({"name":"g","device":{"kind":"g","bf16_tflops":1,"memory_gib":1,"memory_GBps":1},)"
@@ -238,6 +243,17 @@ TEST(Topology, PresetsParseAndBadFilesNameTheField) {
                 .find("fabric.inter: expected an object"),
             std::string::npos);
   EXPECT_THROW(load_topology("no-such-preset"), InputError);
+  EXPECT_THROW(load_topology("local"), InputError);  // measured by vidax plan, not a preset
+  EXPECT_NE(
+      error_of(R"({"name":"a",)" + dev +
+               R"(,"fabric":{"kind":"torus","dims":[4096,4096,129],"wrap":[false,false,false],)"
+               R"("link_GBps":1}})")
+          .find("at most 65536 devices"),
+      std::string::npos);
+  EXPECT_NE(error_of(R"({"name":"a",)" + dev + R"(,"collective_latency_us":-1,)" +
+                     R"("fabric":{"kind":"torus","dims":[2],"wrap":[false],"link_GBps":1}})")
+                .find("collective_latency_us: expected a number >= 0"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -156,7 +156,7 @@ TEST(PlanFile, RoundTripsAndChecksItsFields) {
   EXPECT_EQ(f.dim, 1536);
   EXPECT_DOUBLE_EQ(f.predicted_step_seconds, p.winner().best()->cost.step);
   EXPECT_EQ(parse_plan_file(f.json.dump(), "again").mesh, f.mesh);
-  auto error_of = [&](nlohmann::json j) {
+  auto error_of = [&](const nlohmann::json& j) {
     try {
       parse_plan_file(j.dump(), "plan.json");
     } catch (const InputError& e) {
@@ -177,6 +177,12 @@ TEST(PlanFile, RoundTripsAndChecksItsFields) {
   j = f.json;
   j["placement"]["ranks"].erase(3);
   EXPECT_NE(error_of(j).find("placement.ranks"), std::string::npos);
+  j = f.json;
+  j["mesh"]["ring"] = 65537;
+  EXPECT_NE(error_of(j).find("mesh.ring: expected at most 65536"), std::string::npos);
+  j = f.json;
+  j["topology"]["name"] = 5;
+  EXPECT_NE(error_of(j).find("topology.name: expected a string"), std::string::npos);
   j = f.json;
   j.erase("vidax_plan");
   EXPECT_NE(error_of(j).find("vidax_plan"), std::string::npos);

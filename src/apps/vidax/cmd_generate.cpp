@@ -51,7 +51,7 @@ plan::PlanFile apply_topology_plan(GenerateArgs& a) {
   if (!a.mesh.spec.empty() && dist::parse_mesh_spec(a.mesh.spec).str() != planned)
     throw_job_input_error("--plan: the plan's mesh is ", planned, "; --mesh says ", a.mesh.spec);
   a.mesh.spec = planned;
-  if (a.residency.mode != "resident" && a.residency.mode != p.weights)
+  if (!a.residency.mode.empty() && a.residency.mode != p.weights)
     throw_job_input_error("--plan: the plan keeps the weights ", p.weights, "; --weights says ",
                           a.residency.mode);
   a.residency.mode = p.weights;

@@ -1,6 +1,8 @@
 // `vidax plan`: the topology planner (plan/planner.h). Picks the mesh, weight mode and placement
 // of a request on a topology (a preset, a JSON file, or `local`: this machine, measured) and
 // writes the plan file `vidax generate --plan` runs, plus an MPI rankfile.
+#include <omp.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -128,7 +130,7 @@ void run_plan(const PlanArgs& a) {
   if (!a.write_topology.empty()) write_text(a.write_topology, plan::topology_to_json(topo) + "\n");
   const plan::Plan p = plan::make_plan(r, topo);
   if (!a.output.empty()) write_text(a.output, p.to_json(a.explain).dump(2) + "\n");
-  if (!a.rankfile.empty()) write_text(a.rankfile, p.rankfile());
+  if (!a.rankfile.empty()) write_text(a.rankfile, p.rankfile(omp_get_num_procs()));
   if (a.json) {
     std::printf("%s\n", p.to_json(a.explain).dump(2).c_str());
   } else {

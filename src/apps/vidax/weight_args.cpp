@@ -10,7 +10,7 @@ int64_t WeightArgs::budget_bytes() const {
 }
 
 bool WeightArgs::sharded() const {
-  if (mode != "resident" && mode != "sharded")
+  if (!mode.empty() && mode != "resident" && mode != "sharded")
     throw_input_error("--weights: expected resident or sharded, got '", mode, "'");
   return mode == "sharded";
 }

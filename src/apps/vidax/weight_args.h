@@ -12,7 +12,7 @@ namespace vidax::cli {
 struct WeightArgs {
   std::string budget;  // --weights-budget, as given
   bool keep_fp8 = false;
-  std::string mode = "resident";  // --weights resident | sharded
+  std::string mode;  // --weights resident | sharded; empty: not given (resident)
   // --weights sharded; InputError naming the flag for another value.
   bool sharded() const;
   // The budget in bytes, 0 without the flag; InputError naming the flag on a bad size.
