@@ -2,7 +2,8 @@
 # Builds the `fuzz` preset (clang, libFuzzer + ASan + UBSan) and fuzzes one parser for a bounded
 # time: `safetensors` (the safetensors header/offset validation) or `pth` (zip archive +
 # restricted unpickler + tensor checks) or `image` (the PNG / JPEG / WebP decoders of
-# image-to-video) or `serve` (the request bodies and job records of `vidax serve`). Usage: scripts/fuzz.sh safetensors|pth|image|serve [seconds=60]
+# image-to-video) or `serve` (the request bodies and job records of `vidax serve`) or `plan` (the
+# planner's topology and plan files). Usage: scripts/fuzz.sh safetensors|pth|image|serve|plan [seconds=60]
 # A crash leaves its reproducer in build/fuzz/artifacts/; replay it with
 #   build/fuzz/fuzz/<target>_fuzz build/fuzz/artifacts/<crash-file>
 set -euo pipefail
@@ -22,12 +23,15 @@ case "$target" in
   serve)
     label="serve request"; exe="serve_request_fuzz"; dict="fuzz/serve_request.dict"
     seed_files=(fuzz/corpus/serve_request/*); seed_exe="" ;;  # request bodies, a job record
+  plan)
+    label="plan file"; exe="plan_fuzz"; dict="fuzz/plan.dict"
+    seed_files=(fuzz/corpus/plan/*); seed_exe="" ;;  # two topologies, a plan
   *)
-    echo "usage: $0 safetensors|pth|image|serve [seconds > 0]" >&2
+    echo "usage: $0 safetensors|pth|image|serve|plan [seconds > 0]" >&2
     exit 2 ;;
 esac
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [[ "$seconds" -eq 0 ]]; then
-  echo "usage: $0 safetensors|pth|image|serve [seconds > 0]" >&2
+  echo "usage: $0 safetensors|pth|image|serve|plan [seconds > 0]" >&2
   exit 2
 fi
 

@@ -1,0 +1,198 @@
+// The planner's outputs (plan/planner.h): the plan as JSON (the plan file plan_file.h reads
+// back) and as text, and the MPI rankfile.
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "core/byte_size.h"
+#include "core/error.h"
+#include "plan/planner.h"
+
+namespace vidax::plan {
+namespace {
+
+using nlohmann::json;
+
+json cost_json(const StepCost& c) {
+  json col = json::object();
+  for (const auto& [k, v] : c.collectives) col[k] = v;
+  return {{"step_s", c.step},
+          {"compute_s", c.compute},
+          {"gemm_s", c.gemm},
+          {"attention_s", c.attention},
+          {"memory_bound_s", c.memory},
+          {"pack_s", c.pack},
+          {"collectives_s", col},
+          {"communication_s", c.communication},
+          {"overlapped_s", c.overlapped},
+          {"exposed_communication_s", c.exposed}};
+}
+
+json candidate_json(const Candidate& c, const Topology& t) {
+  json j = {{"mesh", c.mesh.str()},
+            {"weights", c.weights},
+            {"status", c.status},
+            {"memory_per_device_bytes", c.memory_per_device},
+            {"bound_s", c.bound}};
+  if (!c.reason.empty()) j["reason"] = c.reason;
+  if (c.best() != nullptr) {
+    j["predicted"] = cost_json(c.best()->cost);
+    j["placement"] = c.best()->placement.description;
+    j["rank_order_step_s"] = c.rank_order_step;
+    json places = json::array();
+    for (const auto& p : c.placements)
+      places.push_back({{"placement", p.placement.description},
+                        {"devices", p.placement.device_of_rank},
+                        {"step_s", p.cost.step},
+                        {"exposed_communication_s", p.cost.exposed}});
+    j["placements"] = places;
+  }
+  (void)t;
+  return j;
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+}  // namespace
+
+json Plan::to_json(bool explain) const {
+  const Candidate& w = winner();
+  const PlacementResult& best = *w.best();
+  json ranks = json::array();
+  for (size_t r = 0; r < best.placement.device_of_rank.size(); ++r) {
+    const int d = best.placement.device_of_rank[r];
+    ranks.push_back({{"rank", r}, {"device", topology.device_name(d)}, {"index", d}});
+  }
+  const wan::DitConfig& c = request.config;
+  json j = {{"vidax_plan", 1},
+            {"model",
+             {{"name", request.model},
+              {"dim", c.dim},
+              {"num_heads", c.num_heads},
+              {"num_layers", c.num_layers},
+              {"ffn_dim", c.ffn_dim}}},
+            {"request",
+             {{"size", str_cat(request.width, "x", request.height)},
+              {"width", request.width},
+              {"height", request.height},
+              {"frames", request.frames},
+              {"steps", request.steps},
+              {"guided", request.guided},
+              {"precision", request.precision == wan::Precision::kBF16 ? "bf16" : "fp32"},
+              {"attention", request.attention},
+              {"attention_density", request.attention_density},
+              {"tokens", tokens}}},
+            {"topology",
+             {{"name", topology.name},
+              {"source", topology.source},
+              {"devices", topology.devices()},
+              {"device",
+               {{"kind", topology.device.kind},
+                {"bf16_tflops", topology.device.bf16_flops * 1e-12},
+                {"memory_bytes", topology.device.memory_bytes},
+                {"memory_GBps", topology.device.memory_bandwidth * 1e-9},
+                {"gemm_efficiency", topology.device.gemm_efficiency},
+                {"attention_efficiency", topology.device.attention_efficiency},
+                {"memory_efficiency", topology.device.memory_efficiency},
+                {"pack_GBps", topology.device.pack_bandwidth * 1e-9},
+                {"background_shares_cores", topology.device.background_shares_cores}}},
+              {"collective_latency_us", topology.collective_latency * 1e6},
+              {"notes", topology.notes}}},
+            {"mesh",
+             {{"spec", w.mesh.str()},
+              {"cfg", w.mesh.cfg},
+              {"ring", w.mesh.ring},
+              {"ulysses", w.mesh.ulysses},
+              {"tp", w.mesh.tp}}},
+            {"weights", w.weights},
+            {"placement", {{"description", best.placement.description}, {"ranks", ranks}}},
+            {"predicted", cost_json(best.cost)},
+            {"planner",
+             {{"enumerated", enumerated},
+              {"rejected", rejected},
+              {"pruned", pruned},
+              {"compiled", compiled},
+              {"placements", placements}}}};
+  j["predicted"]["memory_per_device_bytes"] = w.memory_per_device;
+  j["predicted"]["rank_order_step_s"] = w.rank_order_step;
+  j["predicted"]["placement_gain"] = w.rank_order_step / best.cost.step;
+  j["predicted"]["denoise_s"] = best.cost.step * static_cast<double>(request.steps);
+  if (explain) {
+    json all = json::array();
+    for (const Candidate& cand : candidates) all.push_back(candidate_json(cand, topology));
+    j["candidates"] = all;
+  }
+  return j;
+}
+
+std::string Plan::to_text(bool explain) const {
+  const Candidate& w = winner();
+  const StepCost& c = w.best()->cost;
+  std::ostringstream s;
+  s << "plan for " << request.model << ", " << request.width << "x" << request.height << " x "
+    << request.frames << " frames (" << tokens << " tokens) on " << topology.name << " ("
+    << topology.devices() << " x " << topology.device.kind << ")\n";
+  s << "mesh: " << w.mesh.str() << ", weights " << w.weights << ", "
+    << format_bytes(w.memory_per_device) << " per device\n";
+  s << "placement: " << w.best()->placement.description << "\n";
+  s << "predicted step: " << fmt("%.4g", c.step) << " s = compute " << fmt("%.4g", c.compute)
+    << " s (gemm " << fmt("%.3g", c.gemm) << ", attention " << fmt("%.3g", c.attention)
+    << ", memory-bound " << fmt("%.3g", c.memory) << ") + exposed communication "
+    << fmt("%.4g", c.exposed) << " s\n";
+  for (const auto& [k, v] : c.collectives) s << "  " << k << ": " << fmt("%.4g", v) << " s\n";
+  s << "rank-order placement: " << fmt("%.4g", w.rank_order_step) << " s ("
+    << fmt("%.3f", w.rank_order_step / c.step) << "x the chosen one)\n";
+  s << "searched: " << enumerated << " meshes, " << rejected << " rejected, " << pruned
+    << " pruned, " << compiled << " compiled, " << placements << " placements simulated\n";
+  if (explain) {
+    s << "\ncandidates (best first):\n";
+    for (const Candidate& cand : candidates) {
+      s << "  " << cand.mesh.str() << " " << cand.weights << ": " << cand.status;
+      if (cand.best() != nullptr)
+        s << ", step " << fmt("%.4g", cand.best()->cost.step) << " s (compute "
+          << fmt("%.4g", cand.best()->cost.compute) << ", exposed comm "
+          << fmt("%.4g", cand.best()->cost.exposed) << "), rank order "
+          << fmt("%.4g", cand.rank_order_step) << " s, best placement "
+          << cand.best()->placement.description << ", " << cand.placements.size() << " placements";
+      else if (cand.status == "pruned")
+        s << " (bound " << fmt("%.4g", cand.bound) << " s): " << cand.reason;
+      else
+        s << ": " << cand.reason;
+      s << "\n";
+    }
+  }
+  return s.str();
+}
+
+std::string Plan::rankfile(int cores_per_node) const {
+  std::ostringstream s;
+  const PlacementResult& best = *winner().best();
+  for (size_t r = 0; r < best.placement.device_of_rank.size(); ++r) {
+    const int d = best.placement.device_of_rank[r];
+    if (topology.fabric == FabricKind::kSwitch) {
+      const std::string host =
+          topology.nodes == 1 ? std::string("localhost") : str_cat("node", topology.node_of(d));
+      const int local = d % topology.devices_per_node;
+      if (topology.intra == "shm" && cores_per_node > 0) {
+        // A CPU process owns its share of the node's cores (its OpenMP threads), not one core.
+        const int share = std::max(1, cores_per_node / topology.devices_per_node);
+        const int first = (local * share) % cores_per_node;
+        s << "rank " << r << "=" << host << " slot=" << first;
+        if (share > 1) s << "-" << first + share - 1;
+        s << "\n";
+      } else {
+        s << "rank " << r << "=" << host << " slot=" << local << "\n";
+      }
+    } else {
+      // A TPU slice has no MPI ranks; the file still says which chip each rank takes.
+      s << "# rank " << r << " -> chip " << topology.device_name(d) << "\n";
+    }
+  }
+  return s.str();
+}
+
+}  // namespace vidax::plan
