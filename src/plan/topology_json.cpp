@@ -79,6 +79,56 @@ class Reader {
   std::string source_;
 };
 
+// Moves `from` to `to` inside object `o` (the other spelling of a field); both given: an error.
+void rename(json& o, const char* from, const char* to, const Reader& r, const std::string& where) {
+  if (!o.is_object() || !o.contains(from)) return;
+  if (o.contains(to))
+    r.fail(Reader::join(where, from), std::string("only one of ") + from + " and " + to);
+  o[to] = o.at(from);
+  o.erase(from);
+}
+
+// The spellings of shared/research/distributed.md's example file, accepted beside the canonical
+// ones: device.peak_tflops.bf16, mem_gib, mem_gbps; fabric.link_GBps_per_direction and
+// fabric.hosts (informational); a top-level efficiency and a null calibration.
+void accept_other_spellings(json& j, const Reader& r) {
+  if (!j.is_object()) return;
+  if (j.contains("device") && j.at("device").is_object()) {
+    json& d = j["device"];
+    if (d.contains("peak_tflops")) {
+      const json& p = d.at("peak_tflops");
+      if (!p.is_object() || !p.contains("bf16"))
+        r.fail("device.peak_tflops", "an object with a bf16 figure");
+      if (d.contains("bf16_tflops")) r.fail("device.peak_tflops", "only one of it and bf16_tflops");
+      d["bf16_tflops"] = p.at("bf16");
+      d.erase("peak_tflops");
+    }
+    rename(d, "mem_gib", "memory_gib", r, "device");
+    rename(d, "mem_gbps", "memory_GBps", r, "device");
+    rename(d, "mem_GBps", "memory_GBps", r, "device");
+    if (j.contains("efficiency")) {
+      if (d.contains("efficiency")) r.fail("efficiency", "only one of it and device.efficiency");
+      d["efficiency"] = j.at("efficiency");
+    }
+  }
+  j.erase("efficiency");
+  if (j.contains("calibration")) {
+    if (!j.at("calibration").is_null())
+      r.fail("calibration",
+             "null (a measured machine is --topology local, kept with "
+             "--write-topology)");
+    j.erase("calibration");
+  }
+  if (j.contains("fabric") && j.at("fabric").is_object()) {
+    json& f = j["fabric"];
+    rename(f, "link_GBps_per_direction", "link_GBps", r, "fabric");
+    if (f.contains("hosts")) {
+      if (!f.at("hosts").is_array()) r.fail("fabric.hosts", "an array of device lists");
+      f.erase("hosts");  // which chips share a host: not used by the link model
+    }
+  }
+}
+
 }  // namespace
 
 Topology parse_topology(const std::string& json_text, const std::string& source) {
@@ -89,6 +139,7 @@ Topology parse_topology(const std::string& json_text, const std::string& source)
     throw_input_error(source, ": not valid JSON (", e.what(), ")");
   }
   const Reader r(source);
+  accept_other_spellings(j, r);
   r.object(j, "", {"name", "device", "fabric", "collective_latency_us", "notes"});
   Topology t;
   t.source = source;
@@ -224,6 +275,15 @@ std::string topology_to_json(const Topology& t) {
 
 Topology load_topology(const std::string& name_or_path, const std::string& flag) {
   if (auto p = topology_preset(name_or_path)) return *p;
+  // Other spellings of the presets: builtin:tpu-v5e:2x4, tpu-v5e:2x4, gpu:h100-nvswitch-x8.
+  std::string name = name_or_path;
+  if (name.rfind("builtin:", 0) == 0) name = name.substr(8);
+  for (const char* family : {"gpu:", "cpu:"})
+    if (name.rfind(family, 0) == 0) name = name.substr(4);
+  if (const auto colon = name.find(':'); colon != std::string::npos) name[colon] = '-';
+  if (name != name_or_path) {
+    if (auto p = topology_preset(name)) return *p;
+  }
   if (name_or_path == "local")
     throw_input_error(flag, ": local is measured by `vidax plan --topology local --devices N`; ",
                       "keep it with --write-topology FILE and give the file here");

@@ -244,6 +244,30 @@ TEST(Topology, PresetsParseAndBadFilesNameTheField) {
             std::string::npos);
   EXPECT_THROW(load_topology("no-such-preset"), InputError);
   EXPECT_THROW(load_topology("local"), InputError);  // measured by vidax plan, not a preset
+  // Other spellings: the research notes' preset names and example file.
+  EXPECT_EQ(load_topology("builtin:tpu-v5e:2x4").name, "tpu-v5e-2x4");
+  EXPECT_EQ(load_topology("gpu:h100-nvswitch-x8").devices(), 8);
+  const Topology notes = parse_topology(
+      R"({ "name": "tpu-v5e-2x4",
+           "device": {"kind": "tpu-v5e", "peak_tflops": {"bf16": 197}, "mem_gib": 16,
+                      "mem_gbps": 819},
+           "fabric": {"kind": "torus", "dims": [2, 4], "wrap": [false, false],
+                      "link_GBps_per_direction": 50, "hop_latency_us": 1.0,
+                      "hosts": [[0,1,2,3,4,5,6,7]]},
+           "efficiency": {"gemm": 0.66, "attention": 0.37},
+           "calibration": null,
+           "notes": "the example of shared/research/distributed.md" })",
+      "notes.json");
+  EXPECT_EQ(notes.devices(), 8);
+  EXPECT_DOUBLE_EQ(notes.device.bf16_flops, 197e12);
+  EXPECT_DOUBLE_EQ(notes.device.memory_bandwidth, 819e9);
+  EXPECT_DOUBLE_EQ(notes.link_bandwidth, 50e9);
+  EXPECT_DOUBLE_EQ(notes.device.gemm_efficiency, 0.66);
+  EXPECT_NE(error_of(R"({"name":"a","device":{"kind":"x","bf16_tflops":1,"peak_tflops":{"bf16":2},)"
+                     R"("memory_gib":1,"memory_GBps":1},)"
+                     R"("fabric":{"kind":"torus","dims":[2],"wrap":[false],"link_GBps":1}})")
+                .find("device.peak_tflops: expected only one"),
+            std::string::npos);
   EXPECT_NE(
       error_of(R"({"name":"a",)" + dev +
                R"(,"fabric":{"kind":"torus","dims":[4096,4096,129],"wrap":[false,false,false],)"

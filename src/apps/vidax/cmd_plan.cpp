@@ -103,7 +103,7 @@ void run_plan(const PlanArgs& a) {
     r.z_dim = 48;
   }
   plan::Topology topo;
-  if (a.topology == "local") {
+  if (a.topology == "local" || a.topology == "cpu:local" || a.topology == "builtin:cpu:local") {
     if (a.devices < 1) throw_input_error("--devices: the local topology needs the process count");
     plan::LocalCalibration cal;
     cal.processes = a.devices;
