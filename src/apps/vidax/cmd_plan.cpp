@@ -43,6 +43,13 @@ wan::DitConfig model_config(const std::string& model) {
     throw_input_error("--model: \"", model, "\" is neither a model folder nor a preset (", names,
                       ")");
   }
+  if (model.size() > 5 && model.substr(model.size() - 5) == ".json") {  // a DiT config.json
+    std::ifstream in(model);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (!in && !in.eof()) throw_input_error("--model: cannot read ", model);
+    return wan::dit_config_from_json(text.str(), model);
+  }
   std::string dit = model;
   if (std::filesystem::is_directory(model, ec)) dit = resolve_model_files(model, {}, false).dit;
   if (dit.empty()) throw_input_error("--model: no DiT checkpoint found in ", model);
@@ -145,7 +152,8 @@ void register_plan(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   auto* cmd = app.add_subcommand(
       "plan", "Choose the mesh and placement of a request on a topology (the AoiZora planner)");
-  cmd->add_option("--model", a->model, "model folder or DiT preset (wan2.1-t2v-14b, ...)")
+  cmd->add_option("--model", a->model,
+                  "model folder, DiT checkpoint, DiT config.json or preset (wan2.1-t2v-14b, ...)")
       ->required();
   cmd->add_option("--topology", a->topology,
                   "preset (tpu-v5e-2x4, h100-nvswitch-x8, ..., local) or a topology JSON file")
