@@ -120,7 +120,15 @@ json Plan::to_json(bool explain) const {
   j["predicted"]["memory_per_device_bytes"] = w.memory_per_device;
   j["predicted"]["rank_order_step_s"] = w.rank_order_step;
   j["predicted"]["placement_gain"] = w.rank_order_step / best.cost.step;
-  j["predicted"]["denoise_s"] = best.cost.step * static_cast<double>(request.steps);
+  // A fixed step schedule (--accel) does its share of the dense steps' work.
+  j["predicted"]["denoise_s"] = best.cost.step * static_cast<double>(request.steps) * work_fraction;
+  j["accel"] = {{"spec", request.accel},
+                {"sampler", request.sampler},
+                {"work_fraction", work_fraction},
+                {"priced", request.accel == "none"   ? "dense"
+                           : accel_planned.is_null() ? "dense: decided at run time"
+                                                     : "planned schedule"},
+                {"planned", accel_planned}};
   if (explain) {
     json all = json::array();
     for (const Candidate& cand : candidates) all.push_back(candidate_json(cand, topology));
@@ -144,6 +152,14 @@ std::string Plan::to_text(bool explain) const {
     << ", memory-bound " << fmt("%.3g", c.memory) << ") + exposed communication "
     << fmt("%.4g", c.exposed) << " s\n";
   for (const auto& [k, v] : c.collectives) s << "  " << k << ": " << fmt("%.4g", v) << " s\n";
+  s << "denoise: " << request.steps << " steps, "
+    << fmt("%.4g", c.step * static_cast<double>(request.steps) * work_fraction) << " s";
+  if (request.accel != "none")
+    s << " (--accel " << request.accel << ": "
+      << (accel_planned.is_null() ? std::string("decided at run time, priced dense")
+                                  : str_cat("work fraction ", fmt("%.3f", work_fraction)))
+      << ")";
+  s << "\n";
   s << "rank-order placement: " << fmt("%.4g", w.rank_order_step) << " s ("
     << fmt("%.3f", w.rank_order_step / c.step) << "x the chosen one)\n";
   s << "searched: " << enumerated << " meshes, " << rejected << " rejected, " << pruned

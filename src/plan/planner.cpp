@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "accel/step_method.h"
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "models/wan/dit_schedule.h"
@@ -103,6 +104,34 @@ double op_seconds(const DeviceSpec& d, const dist::ScheduledOp& op) {
 
 std::string key_of(const dist::ScheduledOp& op) {
   return std::string(dist::collective_name(op.kind)) + "@" + dist::mesh_axis_name(op.axis);
+}
+
+accel::RunInfo run_info(const PlanRequest& r, const MeshSpec& m, int64_t tokens) {
+  accel::RunInfo run;
+  run.dit = r.config;
+  run.steps = static_cast<int>(r.steps);
+  run.branches = r.guided ? 2 : 1;
+  run.width = r.width;
+  run.height = r.height;
+  run.tokens = tokens;
+  run.sampler = r.sampler;
+  run.sequence_parallel = m.sp();
+  run.tensor_parallel = m.tp;
+  run.cfg_parallel = m.cfg;
+  run.latent = {(r.frames - 1) / r.vae_stride_t + 1, r.height / r.vae_stride_hw,
+                r.width / r.vae_stride_hw};
+  return run;
+}
+
+// Why the step method refuses this mesh (its own check); empty when it runs.
+std::string accel_refusal(const PlanRequest& r, const MeshSpec& m, int64_t tokens) {
+  if (r.accel.empty() || r.accel == "none") return {};
+  try {
+    (void)accel::make_step_method(r.accel, run_info(r, m, tokens));
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return {};
 }
 
 }  // namespace
@@ -206,6 +235,14 @@ Plan make_plan(const PlanRequest& request, const Topology& topology_in) {
                 lw = request.width / request.vae_stride_hw;
   plan.tokens = (lf / c.patch[0]) * (lh / c.patch[1]) * (lw / c.patch[2]);
   plan.latent_numel = request.z_dim * lf * lh * lw;
+  if (!request.accel.empty() && request.accel != "none") {
+    // The spec is checked once on one process (a bad spec is the same error on every mesh).
+    const auto method = accel::make_step_method(request.accel, run_info(request, {}, plan.tokens));
+    if (const auto planned = method->planned_report()) {
+      plan.work_fraction = planned->work_fraction;
+      plan.accel_planned = planned->to_json();
+    }
+  }
 
   // 1. Enumerate.
   std::vector<Candidate> all;
@@ -221,6 +258,7 @@ Plan make_plan(const PlanRequest& request, const Topology& topology_in) {
             const bool sharded = weights == "sharded";
             ++plan.enumerated;
             cand.reason = refusal(request, cand.mesh, sharded);
+            if (cand.reason.empty()) cand.reason = accel_refusal(request, cand.mesh, plan.tokens);
             if (request.only_mesh && !(*request.only_mesh == cand.mesh))
               cand.reason =
                   str_cat("not the mesh asked for (--mesh ", request.only_mesh->str(), ")");

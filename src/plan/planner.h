@@ -37,6 +37,10 @@ struct PlanRequest {
   int devices = 0;  // N; 0: every device of the topology
   // Which weight modes to consider ("resident", "sharded").
   std::vector<std::string> weight_modes = {"resident", "sharded"};
+  // A step method (--accel, accel/step_method.h) and the sampler it runs with: a method that
+  // refuses a mesh rejects it; one whose schedule is fixed (MagCache) scales the denoise time by
+  // its planned work fraction; an adaptive one (decided at run time) is priced dense.
+  std::string accel = "none", sampler = "unipc";
   // When set, only this mesh is considered (the others are listed as excluded): a prediction for
   // a given mesh, e.g. to compare with a published run.
   std::optional<dist::MeshSpec> only_mesh;
@@ -75,6 +79,10 @@ struct Candidate {
 struct Plan {
   PlanRequest request;
   Topology topology;
+  // --accel: the method's planned share of the dense DiT work (1 when none or decided at run
+  // time) and its report as planned (null when none or adaptive).
+  double work_fraction = 1;
+  nlohmann::json accel_planned;
   int64_t tokens = 0, latent_numel = 0;
   std::vector<Candidate> candidates;  // ranked ones first (best first), then pruned, rejected
   int enumerated = 0, rejected = 0, pruned = 0, compiled = 0, placements = 0;

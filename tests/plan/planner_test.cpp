@@ -139,6 +139,38 @@ TEST(Planner, RejectsWhatDoesNotFitAndSaysWhy) {
   EXPECT_THROW(make_plan(small, *topology_preset("h100-nvswitch-x8-ib-x2")), InputError);
 }
 
+TEST(Planner, StepMethodsRefuseMeshesAndScaleFixedSchedules) {
+  PlanRequest r = request("wan2.1-t2v-1.3b", 832, 480, 81);
+  const Plan dense = make_plan(r, *topology_preset("h100-nvswitch-x8"));
+  EXPECT_DOUBLE_EQ(dense.work_fraction, 1.0);
+  // MagCache's published 1.3B table: a fixed schedule, planned before running.
+  r.accel = "magcache";
+  const Plan magcache = make_plan(r, *topology_preset("h100-nvswitch-x8"));
+  EXPECT_GT(magcache.work_fraction, 0.3);
+  EXPECT_LT(magcache.work_fraction, 0.9);
+  EXPECT_FALSE(magcache.accel_planned.is_null());
+  EXPECT_NEAR(magcache.to_json(false)["predicted"]["denoise_s"].get<double>(),
+              magcache.winner().best()->cost.step * 50 * magcache.work_fraction, 1e-9);
+  // HSA runs in one process or under cfg=2 only: every other mesh is rejected with its reason.
+  r.accel = "hsa";
+  r.sampler = "euler";
+  r.devices = 2;
+  const Plan hsa = make_plan(r, *topology_preset("h100-nvswitch-x8"));
+  EXPECT_EQ(hsa.winner().mesh, (dist::MeshSpec{2, 1, 1, 1}));
+  for (const Candidate& c : hsa.candidates)
+    if ((c.mesh.sp() > 1 || c.mesh.tp > 1) && c.weights == "resident") {
+      EXPECT_EQ(c.status, "rejected") << c.mesh.str();
+      EXPECT_NE(c.reason.find("--accel hsa"), std::string::npos) << c.reason;
+    }
+  // An adaptive method is priced dense; a bad spec is the method's own error.
+  r.accel = "teacache";
+  r.sampler = "unipc";
+  r.devices = 0;
+  EXPECT_DOUBLE_EQ(make_plan(r, *topology_preset("h100-nvswitch-x8")).work_fraction, 1.0);
+  r.accel = "magcache:thresh=-1";
+  EXPECT_THROW(make_plan(r, *topology_preset("h100-nvswitch-x8")), InputError);
+}
+
 TEST(PlanFile, RoundTripsAndChecksItsFields) {
   const Plan p =
       make_plan(request("wan2.1-t2v-1.3b", 832, 480, 81), *topology_preset("tpu-v5e-2x4"));

@@ -24,6 +24,7 @@ namespace {
 struct PlanArgs {
   std::string model, size = "832x480", topology, precision = "bf16", attention = "dense";
   std::string weights = "any", output, rankfile, comm, mesh, write_topology;
+  std::string accel = "none", sampler = "unipc";
   int64_t frames = 81, steps = 50;
   int devices = 0;
   int64_t layers = 0;
@@ -95,6 +96,10 @@ void run_plan(const PlanArgs& a) {
   r.precision = wan::parse_precision(a.precision, "--precision");
   r.attention = a.attention;
   r.attention_density = attention_density(a);
+  if (a.sampler != "unipc" && a.sampler != "dpm++" && a.sampler != "euler")
+    throw_input_error("--sampler: expected unipc, dpm++ or euler, got '", a.sampler, "'");
+  r.accel = a.accel;
+  r.sampler = a.sampler;
   if (a.weights == "any") {
     r.weight_modes = {"resident", "sharded"};
   } else if (a.weights == "resident" || a.weights == "sharded") {
@@ -169,6 +174,10 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--attention", a->attention, "attention policy spec (dense by default)");
   cmd->add_option("--attention-density", a->density,
                   "the policy's share of the dense attention FLOPs (default: its density= or 1)");
+  cmd->add_option("--accel", a->accel,
+                  "step method (as generate's --accel): refuses the meshes it cannot run on; a "
+                  "fixed schedule (magcache) scales the denoise time");
+  cmd->add_option("--sampler", a->sampler, "unipc (default) | dpm++ | euler (for --accel hsa)");
   cmd->add_flag("--no-guidance", a->no_guidance, "no classifier-free guidance (one forward/step)");
   cmd->add_option("--weights", a->weights, "resident | sharded | any (default: any)");
   cmd->add_option("--mesh", a->mesh,
