@@ -115,9 +115,6 @@ dist::Schedule dit_forward_schedule(const DitConfig& c, const DitScheduleRequest
 
   dist::Schedule s;
   if (new_context) {
-    dist::ScheduleSegment text{"context", 1, {}};
-    const int64_t n = req.context_tokens > 0 ? req.context_tokens : c.text_len;
-    text.ops.push_back(gemm("text_embedding", n, {c.dim, c.text_dim + c.dim}));
     dist::ScheduleSegment kv{"context.block", c.num_layers, {}};
     const RankLinear k = lin.get("cross_attn.k");
     kv.ops.push_back(gemm("cross_kv", ctx, {2 * k.out, k.in}));
@@ -130,12 +127,14 @@ dist::Schedule dit_forward_schedule(const DitConfig& c, const DitScheduleRequest
         kv.ops.push_back(collective("tp.cross_k_img_norm", CollectiveKind::kAllReduce,
                                     MeshAxis::kTp, 257.0 * 4));
     }
-    s.segments.push_back(std::move(text));
     s.segments.push_back(std::move(kv));
   }
 
   dist::ScheduleSegment embed{"embed", 1, {}};
   embed.ops.push_back(gemm("patch_embedding", rows, {c.dim, c.in_dim * c.patch_volume()}));
+  // The text embedding runs at every forward (only the cross-attention keys/values are cached),
+  // on the real context rows and one padding row (dit.cpp).
+  embed.ops.push_back(gemm("text_embedding", ctx, {c.dim, c.text_dim + c.dim}));
   embed.ops.push_back(gemm("time_embedding", 1, {c.dim, c.freq_dim + c.dim + 6 * c.dim}));
   s.segments.push_back(std::move(embed));
 
