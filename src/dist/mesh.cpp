@@ -80,11 +80,27 @@ void validate_mesh_for_model(const MeshSpec& spec, int64_t heads, bool has_cfg,
                           "guide scale other than 1)");
 }
 
+MeshCoord mesh_coord(const MeshSpec& spec, int rank) {
+  MeshCoord k;
+  k.tp = rank % spec.tp;
+  rank /= spec.tp;
+  k.ulysses = rank % spec.ulysses;
+  rank /= spec.ulysses;
+  k.ring = rank % spec.ring;
+  k.cfg = rank / spec.ring;
+  return k;
+}
+
+int mesh_rank(const MeshSpec& spec, const MeshCoord& k) {
+  return ((k.cfg * spec.ring + k.ring) * spec.ulysses + k.ulysses) * spec.tp + k.tp;
+}
+
 Mesh::Mesh(const MeshSpec& spec, Group& world) : spec_(spec), world_(&world) {
   VIDAX_CHECK(spec.size() == world.size(), "mesh ", spec.str(), " on a world of ", world.size());
   const int r = world.rank();
   const int T = spec.tp, U = spec.ulysses, R = spec.ring;
-  const int t = r % T, u = (r / T) % U, g = (r / (T * U)) % R, c = r / (T * U * R);
+  const MeshCoord k = mesh_coord(spec, r);
+  const int t = k.tp, u = k.ulysses, g = k.ring, c = k.cfg;
   // Each group keeps the other coordinates fixed; its rank order follows the axis coordinate.
   cfg_ = world.split((g * U + u) * T + t, c, "cfg");
   sp_ = world.split(c * T + t, g * U + u, "sp");

@@ -34,6 +34,13 @@ struct MeshSpec {
   bool operator==(const MeshSpec&) const = default;
 };
 
+// A world rank's coordinates on the mesh's axes, and back (the rank formula above).
+struct MeshCoord {
+  int cfg = 0, ring = 0, ulysses = 0, tp = 0;
+};
+MeshCoord mesh_coord(const MeshSpec& spec, int rank);
+int mesh_rank(const MeshSpec& spec, const MeshCoord& coord);
+
 // Parses `text` ("cfg=2,ulysses=4"; "" or "1" is the single-process mesh). Throws InputError
 // naming `flag` and the bad part.
 MeshSpec parse_mesh_spec(const std::string& text, const std::string& flag = "--mesh");

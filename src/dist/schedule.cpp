@@ -98,6 +98,16 @@ double Schedule::bytes_sent(CollectiveKind kind, const MeshSpec& mesh) const {
   return b;
 }
 
+double Schedule::exposed_bytes_sent(const MeshSpec& mesh, std::optional<MeshAxis> axis) const {
+  double b = 0;
+  for (const auto& s : segments)
+    for (const auto& op : s.ops)
+      if (op.collective() && !op.overlapped && (!axis || op.axis == *axis))
+        b += static_cast<double>(s.repeat * op.calls) *
+             collective_bytes_sent(op.kind, op.bytes, axis_size(mesh, op.axis));
+  return b;
+}
+
 double Schedule::flops(OpClass cls) const {
   double f = 0;
   for (const auto& s : segments)

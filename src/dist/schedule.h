@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,10 @@ struct Schedule {
   // send_recv the message, broadcast the whole vector from the root.
   int64_t calls(CollectiveKind kind, const MeshSpec& mesh) const;
   double bytes_sent(CollectiveKind kind, const MeshSpec& mesh) const;
+  // Bytes this rank sends for the collectives run between ops (not `overlapped`), on `axis` only
+  // when given, every kind, counted as above.
+  double exposed_bytes_sent(const MeshSpec& mesh,
+                            std::optional<MeshAxis> axis = std::nullopt) const;
   // FLOPs of the compute ops of `cls`; total_flops: of every class.
   double flops(OpClass cls) const;
   double total_flops() const;

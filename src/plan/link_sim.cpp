@@ -10,26 +10,6 @@ namespace {
 using dist::CollectiveKind;
 using dist::MeshAxis;
 
-// Mesh coordinates of world rank r: r = ((c R + g) U + u) T + t.
-struct Coord {
-  int c, g, u, t;
-};
-
-Coord coord_of(const dist::MeshSpec& m, int r) {
-  Coord k{};
-  k.t = r % m.tp;
-  r /= m.tp;
-  k.u = r % m.ulysses;
-  r /= m.ulysses;
-  k.g = r % m.ring;
-  k.c = r / m.ring;
-  return k;
-}
-
-int rank_of(const dist::MeshSpec& m, const Coord& k) {
-  return ((k.c * m.ring + k.g) * m.ulysses + k.u) * m.tp + k.t;
-}
-
 // One message of a round: group member `from` to member `to`, `bytes`.
 struct Message {
   int from, to;
@@ -76,50 +56,49 @@ int rounds_per_call(CollectiveKind kind) { return kind == CollectiveKind::kAllRe
 std::vector<std::vector<int>> axis_groups(const dist::MeshSpec& m, dist::MeshAxis axis) {
   std::vector<std::vector<int>> groups;
   for (int r = 0; r < m.size(); ++r) {
-    const Coord k = coord_of(m, r);
     // The group's first member: this rank with its coordinates on the axis zeroed.
-    Coord first = k;
+    dist::MeshCoord first = dist::mesh_coord(m, r);
     switch (axis) {
       case MeshAxis::kCfg:
-        first.c = 0;
+        first.cfg = 0;
         break;
       case MeshAxis::kRing:
-        first.g = 0;
+        first.ring = 0;
         break;
       case MeshAxis::kUlysses:
-        first.u = 0;
+        first.ulysses = 0;
         break;
       case MeshAxis::kTp:
-        first.t = 0;
+        first.tp = 0;
         break;
       case MeshAxis::kSp:
-        first.g = first.u = 0;
+        first.ring = first.ulysses = 0;
         break;
     }
-    if (rank_of(m, first) != r) continue;
+    if (dist::mesh_rank(m, first) != r) continue;
     std::vector<int> g;
     const int n = dist::axis_size(m, axis);
     for (int i = 0; i < n; ++i) {
-      Coord x = first;
+      dist::MeshCoord x = first;
       switch (axis) {
         case MeshAxis::kCfg:
-          x.c = i;
+          x.cfg = i;
           break;
         case MeshAxis::kRing:
-          x.g = i;
+          x.ring = i;
           break;
         case MeshAxis::kUlysses:
-          x.u = i;
+          x.ulysses = i;
           break;
         case MeshAxis::kTp:
-          x.t = i;
+          x.tp = i;
           break;
         case MeshAxis::kSp:  // sp rank = g U + u
-          x.g = i / m.ulysses;
-          x.u = i % m.ulysses;
+          x.ring = i / m.ulysses;
+          x.ulysses = i % m.ulysses;
           break;
       }
-      g.push_back(rank_of(m, x));
+      g.push_back(dist::mesh_rank(m, x));
     }
     groups.push_back(std::move(g));
   }

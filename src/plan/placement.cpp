@@ -27,23 +27,18 @@ std::vector<AxisDim> active_axes(const dist::MeshSpec& m) {
 }
 
 int coordinate(const dist::MeshSpec& m, int r, MeshAxis axis) {
-  const int t = r % m.tp;
-  r /= m.tp;
-  const int u = r % m.ulysses;
-  r /= m.ulysses;
-  const int g = r % m.ring;
-  const int c = r / m.ring;
+  const dist::MeshCoord k = dist::mesh_coord(m, r);
   switch (axis) {
     case MeshAxis::kTp:
-      return t;
+      return k.tp;
     case MeshAxis::kUlysses:
-      return u;
+      return k.ulysses;
     case MeshAxis::kRing:
-      return g;
+      return k.ring;
     case MeshAxis::kCfg:
-      return c;
+      return k.cfg;
     case MeshAxis::kSp:
-      return g * m.ulysses + u;
+      return k.ring * m.ulysses + k.ulysses;
   }
   return 0;
 }

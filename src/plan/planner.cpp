@@ -118,8 +118,8 @@ accel::RunInfo run_info(const PlanRequest& r, const MeshSpec& m, int64_t tokens)
   run.sequence_parallel = m.sp();
   run.tensor_parallel = m.tp;
   run.cfg_parallel = m.cfg;
-  run.latent = {(r.frames - 1) / r.vae_stride_t + 1, r.height / r.vae_stride_hw,
-                r.width / r.vae_stride_hw};
+  const LatentGeometry g = plan_geometry(r);
+  run.latent = {g.frames, g.height, g.width};
   return run;
 }
 
@@ -135,6 +135,11 @@ std::string accel_refusal(const PlanRequest& r, const MeshSpec& m, int64_t token
 }
 
 }  // namespace
+
+LatentGeometry plan_geometry(const PlanRequest& r) {
+  return latent_geometry({r.width, r.height, r.frames}, r.z_dim, r.vae_stride_t, r.vae_stride_hw,
+                         r.config.patch[0], r.config.patch[1]);
+}
 
 Topology restrict_devices(const Topology& t, int devices) {
   if (devices <= 0 || devices == t.devices()) return t;
@@ -168,11 +173,9 @@ Topology restrict_devices(const Topology& t, int devices) {
 StepCost predict_step(const PlanRequest& r, const Topology& topo, const MeshSpec& mesh,
                       bool sharded, const Placement& placement) {
   const wan::DitConfig& c = r.config;
-  const int64_t lf = (r.frames - 1) / r.vae_stride_t + 1, lh = r.height / r.vae_stride_hw,
-                lw = r.width / r.vae_stride_hw;
-  const int64_t tokens = (lf / c.patch[0]) * (lh / c.patch[1]) * (lw / c.patch[2]);
-  const dist::Schedule s =
-      wan::dit_step_schedule(c, schedule_request(r, tokens, r.z_dim * lf * lh * lw, sharded), mesh);
+  const LatentGeometry g = plan_geometry(r);
+  const dist::Schedule s = wan::dit_step_schedule(
+      c, schedule_request(r, g.tokens, g.channels * g.frames * g.height * g.width, sharded), mesh);
   LinkModel links(topo, placement, mesh);
   StepCost cost;
   for (const auto& seg : s.segments) {
@@ -230,11 +233,9 @@ Plan make_plan(const PlanRequest& request, const Topology& topology_in) {
       request.height <= 0)
     throw_input_error("--size: ", request.width, "x", request.height,
                       " is not a positive multiple of ", multiple);
-  const int64_t lf = (request.frames - 1) / request.vae_stride_t + 1;
-  const int64_t lh = request.height / request.vae_stride_hw,
-                lw = request.width / request.vae_stride_hw;
-  plan.tokens = (lf / c.patch[0]) * (lh / c.patch[1]) * (lw / c.patch[2]);
-  plan.latent_numel = request.z_dim * lf * lh * lw;
+  const LatentGeometry g = plan_geometry(request);
+  plan.tokens = g.tokens;
+  plan.latent_numel = g.channels * g.frames * g.height * g.width;
   if (!request.accel.empty() && request.accel != "none") {
     // The spec is checked once on one process (a bad spec is the same error on every mesh).
     const auto method = accel::make_step_method(request.accel, run_info(request, {}, plan.tokens));
@@ -285,13 +286,7 @@ Plan make_plan(const PlanRequest& request, const Topology& topology_in) {
     const dist::Schedule s = wan::dit_step_schedule(
         c, schedule_request(request, plan.tokens, plan.latent_numel, cand.weights == "sharded"),
         cand.mesh);
-    double sent = 0;
-    for (const auto& seg : s.segments)
-      for (const auto& op : seg.ops)
-        if (op.collective() && !op.overlapped)
-          sent +=
-              static_cast<double>(seg.repeat * op.calls) *
-              dist::collective_bytes_sent(op.kind, op.bytes, dist::axis_size(cand.mesh, op.axis));
+    const double sent = s.exposed_bytes_sent(cand.mesh);
     cand.bound = std::max(s.total_flops() / topo.device.bf16_flops, sent / inject);
   }
   std::vector<Candidate*> viable;

@@ -20,6 +20,7 @@
 
 #include "dist/mesh.h"
 #include "models/wan/dit.h"
+#include "pipeline/video_request.h"
 #include "plan/link_sim.h"
 #include "plan/topology.h"
 
@@ -94,6 +95,10 @@ struct Plan {
   // `cores_per_node` / devices cores the process's threads use).
   std::string rankfile(int cores_per_node = 0) const;
 };
+
+// The request's latent and token counts (pipeline/video_request.h latent_geometry with the
+// request's strides and the model's patch).
+LatentGeometry plan_geometry(const PlanRequest& request);
 
 // Throws InputError when no mesh runs (naming why each was rejected: the tightest memory need).
 Plan make_plan(const PlanRequest& request, const Topology& topology);

@@ -121,8 +121,7 @@ void run_plan(const PlanArgs& a) {
     cal.processes = a.devices;
     cal.config = r.config;
     cal.precision = r.precision;
-    const int64_t tokens = ((r.frames - 1) / r.vae_stride_t + 1) * (r.height / r.vae_stride_hw) *
-                           (r.width / r.vae_stride_hw) / r.config.patch_volume();
+    const int64_t tokens = plan::plan_geometry(r).tokens;
     cal.tokens = tokens;
     cal.rows = tokens / a.devices + 1;
     if (!a.comm.empty()) {

@@ -3,20 +3,6 @@
 #include "models/wan/dit_schedule.h"
 
 namespace vidax::wan {
-namespace {
-
-// Bytes this rank sends for the collectives of `s` on `axis` (every kind).
-double sent_on(const dist::Schedule& s, dist::MeshAxis axis, const dist::MeshSpec& mesh) {
-  double b = 0;
-  for (const auto& seg : s.segments)
-    for (const auto& op : seg.ops)
-      if (op.collective() && op.axis == axis && !op.overlapped)
-        b += static_cast<double>(seg.repeat * op.calls) *
-             dist::collective_bytes_sent(op.kind, op.bytes, dist::axis_size(mesh, op.axis));
-  return b;
-}
-
-}  // namespace
 
 DitCommBytes dit_comm_bytes(const DitConfig& c, int64_t tokens, const dist::MeshSpec& mesh,
                             Precision precision, int64_t latent_numel, int64_t context_tokens) {
@@ -28,14 +14,14 @@ DitCommBytes dit_comm_bytes(const DitConfig& c, int64_t tokens, const dist::Mesh
   const dist::Schedule forward = dit_forward_schedule(c, req, mesh);
   const dist::Schedule first = dit_forward_schedule(c, req, mesh, /*new_context=*/true);
   DitCommBytes b;
-  b.ulysses = sent_on(forward, dist::MeshAxis::kUlysses, mesh);
-  b.ring = sent_on(forward, dist::MeshAxis::kRing, mesh);
-  b.sp_gather = sent_on(forward, dist::MeshAxis::kSp, mesh);
-  b.tp_reduce = sent_on(forward, dist::MeshAxis::kTp, mesh);
-  b.tp_context = sent_on(first, dist::MeshAxis::kTp, mesh) - b.tp_reduce;
+  b.ulysses = forward.exposed_bytes_sent(mesh, dist::MeshAxis::kUlysses);
+  b.ring = forward.exposed_bytes_sent(mesh, dist::MeshAxis::kRing);
+  b.sp_gather = forward.exposed_bytes_sent(mesh, dist::MeshAxis::kSp);
+  b.tp_reduce = forward.exposed_bytes_sent(mesh, dist::MeshAxis::kTp);
+  b.tp_context = first.exposed_bytes_sent(mesh, dist::MeshAxis::kTp) - b.tp_reduce;
   if (mesh.cfg > 1) {
     const dist::Schedule step = dit_step_schedule(c, req, mesh);
-    b.cfg_gather = sent_on(step, dist::MeshAxis::kCfg, mesh);
+    b.cfg_gather = step.exposed_bytes_sent(mesh, dist::MeshAxis::kCfg);
   }
   return b;
 }
