@@ -14,9 +14,9 @@ compared with the predicted one.
 """
 import argparse
 import json
-import os
-import subprocess
 import sys
+
+from plan_tools import run, spearman
 
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
           "-x", "OMP_NUM_THREADS=1", "-x", "VIDAX_SIMULATE_LINKS", "-x",
@@ -29,13 +29,6 @@ FABRICS = {
     "torus-2x2-nowrap": {"kind": "torus", "dims": [2, 2], "wrap": [False, False],
                          "link_GBps": 0.15, "hop_latency_us": 100},
 }
-
-
-def run(cmd, env):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **env))
-    if r.returncode != 0:
-        sys.exit("failed: " + " ".join(cmd) + "\n" + r.stdout + r.stderr)
-    return r.stdout
 
 
 def main():
@@ -75,9 +68,10 @@ def main():
                 print(f"{name} {c['mesh']:30s} {p['placement'][:48]:48s} predicted "
                       f"{row['predicted_step_s']:.3f} measured {row['measured_step_s']:.3f} "
                       f"({100 * row['error']:+.1f}%)", file=sys.stderr)
+        rho = spearman([r["predicted_step_s"] for r in rows], [r["measured_step_s"] for r in rows])
         best_p = min(rows, key=lambda r: r["predicted_step_s"])
         best_m = min(rows, key=lambda r: r["measured_step_s"])
-        out.append({"topology": name, "fabric": fabric, "rows": rows,
+        out.append({"topology": name, "fabric": fabric, "rows": rows, "spearman": rho,
                     "predicted_best": [best_p["mesh"], best_p["placement"]],
                     "measured_best": [best_m["mesh"], best_m["placement"]]})
     print("| topology | mesh | placement | predicted s/step | measured s/step | error |")
@@ -88,7 +82,8 @@ def main():
                   f"{r['predicted_step_s']:.3f} | {r['measured_step_s']:.3f} | "
                   f"{100 * r['error']:+.1f}% |")
     for t in out:
-        print(f"\n{t['topology']}: predicted best {t['predicted_best']}, measured best "
+        print(f"\n{t['topology']}: Spearman {t['spearman']:.2f}; predicted best "
+              f"{t['predicted_best']}, measured best "
               f"{t['measured_best']}")
     if a.output:
         with open(a.output, "w") as f:

@@ -12,34 +12,11 @@ latency and bandwidth). Prints a Markdown table; writes every number as JSON wit
 """
 import argparse
 import json
-import os
-import subprocess
 import sys
 
+from plan_tools import run, spearman
+
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
-
-
-def run(cmd, env_threads):
-    env = dict(os.environ, OMP_NUM_THREADS=str(env_threads))
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        sys.exit("failed: " + " ".join(cmd) + "\n" + r.stdout + r.stderr)
-    return r.stdout
-
-
-def spearman(a, b):
-    def ranks(v):
-        order = sorted(range(len(v)), key=lambda i: v[i])
-        r = [0] * len(v)
-        for k, i in enumerate(order):
-            r[i] = k
-        return r
-    ra, rb = ranks(a), ranks(b)
-    n = len(a)
-    if n < 2:
-        return 1.0
-    d2 = sum((x - y) ** 2 for x, y in zip(ra, rb))
-    return 1 - 6 * d2 / (n * (n * n - 1))
 
 
 def main():
@@ -60,7 +37,8 @@ def main():
     for n in a.processes:
         threads = max(1, a.cores // n)
         comm = run(MPIRUN + ["-x", "OMP_NUM_THREADS=1", "-n", str(n), a.vidax, "bench", "comm",
-                             "--json", "--iters", "5", "--mesh", f"ulysses={n}"], 1)
+                             "--json", "--iters", "5", "--mesh", f"ulysses={n}"],
+                   {"OMP_NUM_THREADS": "1"})
         comm_file = f"/tmp/vidax_plan_validate_comm_{n}.json"
         with open(comm_file, "w") as f:
             f.write(comm)
@@ -69,18 +47,18 @@ def main():
         topo_file = f"/tmp/vidax_plan_validate_local_{n}.json"
         explain = json.loads(run([a.vidax, "plan", *common, "--topology", "local", "--devices",
                                   str(n), "--comm", comm_file, "--write-topology", topo_file,
-                                  "--explain", "--json"], threads))
+                                  "--explain", "--json"], {"OMP_NUM_THREADS": str(threads)}))
         rows = []
         for c in explain["candidates"]:
             if c["status"] == "rejected":
                 continue
             pred = json.loads(run([a.vidax, "plan", *common, "--topology", topo_file,
                                    "--mesh", c["mesh"], "--weights", c["weights"], "--json"],
-                                  threads))["predicted"]
+                                  {"OMP_NUM_THREADS": str(threads)}))["predicted"]
             bench = [a.vidax, "bench", "dit", *common, "--guided", "--json", "--no-peak",
                      "--iters", str(a.iters), "--mesh", c["mesh"], "--weights-mode", c["weights"]]
             measured = json.loads(run(MPIRUN + ["-x", f"OMP_NUM_THREADS={threads}", "-n", str(n)]
-                                      + bench, threads))
+                                      + bench, {"OMP_NUM_THREADS": str(threads)}))
             row = {"processes": n, "threads": threads, "mesh": c["mesh"], "weights": c["weights"],
                    "predicted_step_s": pred["step_s"], "predicted": pred,
                    "measured_step_s": measured["seconds_per_step"],
