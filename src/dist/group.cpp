@@ -51,6 +51,7 @@ CollectiveStretch& stretch_hook() {
 }  // namespace
 
 void set_collective_stretch(CollectiveStretch stretch) { stretch_hook() = std::move(stretch); }
+bool collective_stretch_installed() { return static_cast<bool>(stretch_hook()); }
 
 class Group::Timed {
  public:

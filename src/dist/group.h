@@ -134,6 +134,8 @@ class Group {
 using CollectiveStretch =
     std::function<double(CollectiveKind kind, int64_t bytes_sent, const Group& group)>;
 void set_collective_stretch(CollectiveStretch stretch);
+// Whether a stretch is installed.
+bool collective_stretch_installed();
 
 // The size-1 group: collectives copy `in` to `out` (or do nothing).
 std::unique_ptr<Group> make_self_group(const std::string& name = "self");
