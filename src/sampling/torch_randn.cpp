@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numbers>
 #include <random>
+#include <vector>
 
 // Bit parity: the AVX2 kernel we reproduce was compiled with FMA contraction, so every fused
 // multiply-add below is an explicit std::fma and every other product must stay rounded on its
@@ -144,13 +145,11 @@ void fill_vectorised(std::mt19937& gen, float* data, int64_t n) {
   }
 }
 
-void fill_scalar(std::mt19937& gen, float* data, int64_t n) {
-  bool have_cached = false;
-  double cached = 0.0;
+void fill_scalar(std::mt19937& gen, std::optional<double>& cached, float* data, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    if (have_cached) {
-      data[i] = static_cast<float>(cached * 1.0 + 0.0);  // transformation::normal(x, 0, 1)
-      have_cached = false;
+    if (cached) {
+      data[i] = static_cast<float>(*cached * 1.0 + 0.0);  // transformation::normal(x, 0, 1)
+      cached.reset();
       continue;
     }
     const double u1 = uniform_double(gen);
@@ -158,26 +157,41 @@ void fill_scalar(std::mt19937& gen, float* data, int64_t n) {
     const double r = std::sqrt(-2.0 * std::log(1.0 - u2));
     const double theta = 2.0 * std::numbers::pi * u1;
     cached = r * std::sin(theta);
-    have_cached = true;
     data[i] = static_cast<float>(r * std::cos(theta) * 1.0 + 0.0);
   }
 }
 
 }  // namespace
 
-Tensor torch_randn(uint64_t seed, const Shape& shape) {
-  Tensor out = Tensor::zeros(shape, DType::kF32);
-  const int64_t n = out.numel();
-  if (n == 0) return out;
-  // torch's mt19937 keeps only the low 32 bits of the seed (init_genrand).
-  std::mt19937 gen(static_cast<uint32_t>(seed & 0xffffffffu));
-  float* data = out.mutable_data<float>();
+TorchGenerator::TorchGenerator(uint64_t seed)
+    // torch's mt19937 keeps only the low 32 bits of the seed (init_genrand).
+    : gen_(static_cast<uint32_t>(seed & 0xffffffffu)) {}
+
+void TorchGenerator::randn(float* data, int64_t n) {
+  if (n <= 0) return;
   if (n >= 16) {
-    fill_vectorised(gen, data, n);
+    fill_vectorised(gen_, data, n);
   } else {
-    fill_scalar(gen, data, n);
+    fill_scalar(gen_, cached_normal_, data, n);
   }
+}
+
+Tensor TorchGenerator::randn(const Shape& shape) {
+  Tensor out = Tensor::zeros(shape, DType::kF32);
+  randn(out.mutable_data<float>(), out.numel());
   return out;
 }
+
+void TorchGenerator::skip_randn(int64_t n) {
+  if (n <= 0) return;
+  if (n >= 16) {  // one draw per element, 16 more for a ragged tail
+    gen_.discard(static_cast<unsigned long long>(n + (n % 16 != 0 ? 16 : 0)));
+  } else {
+    std::vector<float> scratch(static_cast<size_t>(n));
+    fill_scalar(gen_, cached_normal_, scratch.data(), n);
+  }
+}
+
+Tensor torch_randn(uint64_t seed, const Shape& shape) { return TorchGenerator(seed).randn(shape); }
 
 }  // namespace vidax

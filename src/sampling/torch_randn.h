@@ -22,6 +22,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <random>
 
 #include "core/shape.h"
 #include "core/tensor.h"
@@ -30,5 +32,22 @@ namespace vidax {
 
 // New contiguous F32 tensor of `shape` filled as torch.randn after torch.manual_seed(seed).
 Tensor torch_randn(uint64_t seed, const Shape& shape);
+
+// PyTorch's CPU generator as a stream: successive randn() calls continue it exactly as
+// successive torch.randn / randn_like calls on one CPU generator after torch.manual_seed(seed)
+// (the normal cached by a small draw included), e.g. Self-Forcing's initial noise and then its
+// per-step noise. Not thread-safe; copyable (a copy continues independently).
+class TorchGenerator {
+ public:
+  explicit TorchGenerator(uint64_t seed);
+  Tensor randn(const Shape& shape);
+  void randn(float* out, int64_t n);
+  // Advances the stream exactly as randn of n elements would, without keeping the numbers.
+  void skip_randn(int64_t n);
+
+ private:
+  std::mt19937 gen_;
+  std::optional<double> cached_normal_;  // the sin half of the last double Box-Muller pair
+};
 
 }  // namespace vidax

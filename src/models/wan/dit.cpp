@@ -531,6 +531,52 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
                         "the same ", L, " tokens first (to fill the key/value store)");
   }
 
+  // ---- Causal calls: a chunk written into a key/value cache, or block-causal attention.
+  if (s.kv_cache != nullptr || s.causal_block_frames != 0) {
+    if (subset || m.kv_store_on)
+      throw_input_error("a causal forward takes no token subset and no key/value store");
+    if (m.sequence_parallel())
+      throw_input_error("a causal forward runs in one process or under tp, not mesh ",
+                        m.ctx.mesh->spec().str());
+    if (m.block_hook || m.linear_hook)
+      throw_input_error("a causal forward takes no block-stack or linear hook");
+    if (m.self_attn.has_policy())
+      throw_input_error("a causal forward runs dense self-attention (no attention policy)");
+    if (c.patch[0] != 1)
+      throw_input_error("a causal forward needs a temporal patch size of 1, the model has ",
+                        c.patch[0]);
+  }
+  const int64_t frame_tokens = st.grid[1] * st.grid[2];
+  if (s.causal_block_frames < 0 ||
+      (s.causal_block_frames > 0 && st.grid[0] % s.causal_block_frames != 0))
+    throw_input_error("causal_block_frames: ", s.causal_block_frames, " does not divide the ",
+                      st.grid[0], " latent frames of x");
+  if (s.causal_block_frames > 0 && s.kv_cache != nullptr)
+    throw_input_error("a forward is either a cached chunk or block-causal, not both");
+  st.block_causal_tokens = s.causal_block_frames * frame_tokens;
+  if (s.kv_cache != nullptr) {
+    CausalKvCache& kc = *s.kv_cache;
+    const int64_t heads = c.num_heads / m.tp.size;
+    if (kc.options().frame_tokens != frame_tokens)
+      throw_input_error("kv cache: it holds frames of ", kc.options().frame_tokens,
+                        " tokens, x has ", frame_tokens, " per frame (", s.x.shape().str(), ")");
+    if (kc.layers() != c.num_layers || kc.width() != heads * c.head_dim() ||
+        kc.bf16() != (m.compute == DType::kBF16))
+      throw_input_error("kv cache: made for ", kc.layers(), " layers of width ", kc.width(),
+                        kc.bf16() ? " (bf16)" : " (f32)", ", this model runs ", c.num_layers,
+                        " layers of width ", heads * c.head_dim(),
+                        m.compute == DType::kBF16 ? " (bf16)" : " (f32)");
+    if (s.start_frame < 0) throw_input_error("start_frame: ", s.start_frame, " is negative");
+    st.slot = kc.plan(s.start_frame * frame_tokens, L);
+    st.kv_cache = &kc;
+    st.causal_first_token = s.start_frame * frame_tokens;
+    // RoPE frame positions run on past the reference's 1024 (where its table ends): the table
+    // grows, the angles of the positions it had are unchanged.
+    const int64_t last_frame = s.start_frame + st.grid[0];
+    if (last_frame > m.rope.max_positions)
+      m.rope = Rope3dTable::build(c.head_dim(), std::max(last_frame, 2 * m.rope.max_positions));
+  }
+
   // ---- Timesteps: unique values, token runs.
   {
     std::vector<double> values;
@@ -727,7 +773,13 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
       m.stack_residual_n[branch] = n;
       std::copy_n(m.x.data(), n, residual.data());  // x before the blocks
     }
-    for (int64_t i = 0; i < c.num_layers; ++i) m.block_forward(static_cast<int>(i), st);
+    try {
+      for (int64_t i = 0; i < c.num_layers; ++i) m.block_forward(static_cast<int>(i), st);
+    } catch (...) {
+      if (st.kv_cache != nullptr) st.kv_cache->invalidate();  // some layers wrote, some not
+      throw;
+    }
+    if (st.kv_cache != nullptr) st.kv_cache->commit(st.slot);
     if (hooked) {
       float* r = residual.data();
       const float* x = m.x.data();

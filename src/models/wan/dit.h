@@ -36,6 +36,8 @@ struct AttentionDiagnostics;
 
 namespace vidax::wan {
 
+class CausalKvCache;
+
 enum class Precision { kFP32, kBF16 };
 Precision parse_precision(const std::string& text, const std::string& flag);
 
@@ -62,6 +64,18 @@ struct DitSample {
   // attends to every token: fresh keys / values for the subset, the ones kept by the last call
   // of this CFG branch for the rest (set_kv_store). Null: every token.
   const std::vector<int64_t>* tokens = nullptr;
+  // Causal rollout (Self-Forcing / CausVid; models/wan/causal_kv_cache.h): x is a chunk of
+  // latent frames starting at latent frame `start_frame` of the video. Its RoPE frame positions
+  // start there, its self-attention keys / values are written into `kv_cache` (appended, or
+  // rewriting the chunk's rows when the cache already ends with them) and its queries attend to
+  // every valid row of the cache (the earlier chunks' and its own). One process, or a tp mesh
+  // (the cache then holds this rank's heads). Null: a plain forward.
+  CausalKvCache* kv_cache = nullptr;
+  int64_t start_frame = 0;
+  // A plain forward with block-causal self-attention: the tokens form chunks of this many latent
+  // frames and each chunk attends to itself and the chunks before it (what a rollout with an
+  // unbounded cache computes, in one call). 0: bidirectional.
+  int64_t causal_block_frames = 0;
 };
 
 // Looks up a weight by official name (dtype as stored; converted as needed).

@@ -157,10 +157,15 @@ void WanDit::Impl::self_attention(int index, const DitBlockWeights& w, DitState&
     norm_heads(q, rows, 3 * ldim, w.norm_q);
     norm_heads(k, rows, 3 * ldim, w.norm_k);
     if (st.active == nullptr) {
-      rope3d_apply(q, rows, heads, hd, 3 * ldim, st.grid[0], st.grid[1], st.grid[2], rope,
-                   bf16 ? qkv16.data() : nullptr, 3 * ldim, st.shard.first);
-      rope3d_apply(k, rows, heads, hd, 3 * ldim, st.grid[0], st.grid[1], st.grid[2], rope,
-                   bf16 ? qkv16.data() + ldim : nullptr, 3 * ldim, st.shard.first);
+      // A cached chunk sits at its absolute frames (the grid extended to cover them).
+      const bool cached = st.kv_cache != nullptr;
+      const int64_t first = cached ? st.causal_first_token : st.shard.first;
+      const int64_t grid_f =
+          cached ? st.causal_first_token / (st.grid[1] * st.grid[2]) + st.grid[0] : st.grid[0];
+      rope3d_apply(q, rows, heads, hd, 3 * ldim, grid_f, st.grid[1], st.grid[2], rope,
+                   bf16 ? qkv16.data() : nullptr, 3 * ldim, first);
+      rope3d_apply(k, rows, heads, hd, 3 * ldim, grid_f, st.grid[1], st.grid[2], rope,
+                   bf16 ? qkv16.data() + ldim : nullptr, 3 * ldim, first);
     } else {  // a token subset: each stretch of consecutive tokens at its own positions
       const std::vector<int64_t>& tk = *st.active;
       for (int64_t r = 0; r < rows;) {
@@ -213,7 +218,28 @@ void WanDit::Impl::self_attention(int index, const DitBlockWeights& w, DitState&
                     sizeof(float) * static_cast<size_t>(2 * ldim));
     }
   }
-  if (st.active != nullptr) {
+  if (st.kv_cache != nullptr) {
+    causal_cached_attention(index, st, heads, ldim);
+  } else if (st.block_causal_tokens > 0) {
+    // Chunk b's queries over the keys of chunks 0..b (contiguous from row 0).
+    profile::ScopedTimer pt("attention.block_causal");
+    for (int64_t b0 = 0; b0 < rows; b0 += st.block_causal_tokens) {
+      AttentionDims d{};
+      d.q_len = std::min(st.block_causal_tokens, rows - b0);
+      d.kv_len = d.kv_valid = b0 + d.q_len;
+      d.heads = heads;
+      d.head_dim = hd;
+      d.q_stride = d.k_stride = d.v_stride = 3 * ldim;
+      d.out_stride = ldim;
+      d.scale = scale;
+      if (bf16) {
+        flash_attention(qkv16.data() + b0 * 3 * ldim, qkv16.data() + ldim, qkv16.data() + 2 * ldim,
+                        attn.data() + b0 * ldim, d);
+      } else {
+        flash_attention(q + b0 * 3 * ldim, k, v, attn.data() + b0 * ldim, d);
+      }
+    }
+  } else if (st.active != nullptr) {
     // The subset's queries over every token's keys and values (fresh rows for the subset, the
     // kept ones for the rest).
     const size_t b = static_cast<size_t>(st.cfg_branch == 1 ? 1 : 0),
@@ -414,6 +440,41 @@ void WanDit::Impl::feed_forward(int index, const DitBlockWeights& w, DitState& s
     capture_rows(st, block_prefix(index) + "ffn_out", tmp.data(), rows, dim, dim,
                  Shape{1, rows, dim});
   gated_add(st, x.data(), tmp.data(), dim, mod, 5);
+}
+
+// A cached chunk (DitSample::kv_cache): its keys / values go into the cache's slot (after the
+// eviction of a rolling cache), then its queries attend to every valid row of the cache.
+void WanDit::Impl::causal_cached_attention(int index, const DitState& st, int64_t heads,
+                                           int64_t ldim) {
+  const int64_t rows = st.shard.per_rank, hd = cfg.head_dim();
+  const bool bf16 = compute == DType::kBF16;
+  CausalKvCache& kc = *st.kv_cache;
+  const KvCacheSlot& slot = st.slot;
+  profile::ScopedTimer pt("attention.kv_cache");
+  kc.evict(index, slot);
+  AttentionDims d{};
+  d.q_len = rows;
+  d.kv_len = d.kv_valid = slot.local_end;
+  d.heads = heads;
+  d.head_dim = hd;
+  d.q_stride = 3 * ldim;
+  d.k_stride = d.v_stride = 2 * ldim;
+  d.out_stride = ldim;
+  d.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const auto row = static_cast<size_t>(2 * ldim);
+  if (bf16) {
+    BFloat16* cache = kc.rows16(index);
+    for (int64_t r = 0; r < rows; ++r)  // k | v of the row
+      std::memcpy(cache + static_cast<size_t>(slot.write_begin + r) * row,
+                  qkv16.data() + r * 3 * ldim + ldim, sizeof(BFloat16) * row);
+    flash_attention(qkv16.data(), cache, cache + ldim, attn.data(), d);
+  } else {
+    float* cache = kc.rows32(index);
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(cache + static_cast<size_t>(slot.write_begin + r) * row,
+                  qkv.data() + r * 3 * ldim + ldim, sizeof(float) * row);
+    flash_attention(qkv.data(), cache, cache + ldim, attn.data(), d);
+  }
 }
 
 void WanDit::Impl::norm_heads(float* x, int64_t rows, int64_t stride,

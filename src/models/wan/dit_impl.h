@@ -11,6 +11,7 @@
 #include "dist/sequence_parallel.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/rope3d.h"
+#include "models/wan/causal_kv_cache.h"
 #include "models/wan/dit.h"
 #include "models/wan/dit_sharded.h"
 #include "nn/linear.h"
@@ -81,6 +82,12 @@ struct DitState {
   int64_t step = 0, steps = 1;
   int cfg_branch = 0;
   double timestep = 0;
+  // Causal calls (DitSample::kv_cache): the cache, this call's slot in it, and the absolute token
+  // index of row 0 (RoPE positions). Block-causal plain calls: tokens per chunk (0: off).
+  CausalKvCache* kv_cache = nullptr;
+  KvCacheSlot slot;
+  int64_t causal_first_token = 0;
+  int64_t block_causal_tokens = 0;
 };
 
 struct WanDit::Impl {
@@ -147,6 +154,8 @@ struct WanDit::Impl {
                       const float* q32, const float* k32, const float* v32, int64_t stride,
                       int64_t tokens, int64_t heads, int64_t first_head, float* out,
                       int64_t out_stride);
+  // Self-attention of a cached causal chunk (DitState::kv_cache), into attn.
+  void causal_cached_attention(int index, const DitState& st, int64_t heads, int64_t ldim);
   bool sequence_parallel() const;
   // Wan's q/k RMSNorm over all dim features of `rows` rows (row `stride`) of which this rank
   // holds its heads' columns (weight: their slice); under tp the statistics are all-reduced.
