@@ -67,6 +67,38 @@ TEST_P(VaeVersionTest, StreamedFramesDoNotDependOnLaterLatents) {
   EXPECT_TRUE(all_close(head, all.slice(1, 0, 9).contiguous(), 0, 0, "prefix"));
 }
 
+TEST_P(VaeVersionTest, DecodingInPiecesAcrossCallsEqualsOneCall) {
+  // A causal rollout decodes each chunk as it is made: pieces of 1, 2 and 2 latent frames with
+  // the caches carried between calls give the frames of one call over all 5, untiled and tiled.
+  WanVae vae = tiny_vae(GetParam());
+  const int64_t z = vae.config().z_dim;
+  const Tensor lat = torch_randn(4, Shape{z, 5, 2, 3});
+  for (int64_t tile : {0, 2}) {
+    VaeDecodeOptions whole_opt;
+    whole_opt.tile_h = whole_opt.tile_w = tile;
+    whole_opt.overlap = tile > 0 ? 1 : 0;
+    const Tensor whole = vae.decode(lat, whole_opt);
+    std::vector<Tensor> frames;
+    int64_t f0 = 0;
+    for (int64_t n : {1, 2, 2}) {
+      VaeDecodeOptions o = whole_opt;
+      o.continues = f0 > 0;
+      o.more_follows = f0 + n < 5;
+      vae.decode(
+          lat.slice(1, f0, f0 + n).contiguous(),
+          [&](const Tensor& f) { frames.push_back(f.clone()); }, o);
+      f0 += n;
+    }
+    int64_t pos = 0;
+    for (const Tensor& f : frames) {
+      EXPECT_TRUE(all_close(f, whole.slice(1, pos, pos + f.dim(1)).contiguous(), 1e-6, 1e-6,
+                            "tile " + std::to_string(tile) + " frame " + std::to_string(pos)));
+      pos += f.dim(1);
+    }
+    EXPECT_EQ(pos, whole.dim(1));
+  }
+}
+
 TEST_P(VaeVersionTest, EncodeIsCausalToo) {
   WanVae vae = tiny_vae(GetParam());
   const int64_t s = vae.config().spatial_stride();

@@ -47,6 +47,12 @@ struct VaeDecodeOptions {
   // single-process order, so every rank's frames equal one process's tiled decode bit for bit.
   // Every rank of the group must call decode() with the same latent. Null: this process alone.
   dist::Group* group = nullptr;
+  // Streaming across calls (a causal rollout decodes each chunk as it is made): `continues`:
+  // this latent follows the previous call's (its first frame is not the clip's first, so it
+  // gives temporal_stride frames, and the causal caches carry over); `more_follows`: keep the
+  // caches for a following continued call. Decoding a clip in pieces this way gives the frames
+  // of one call over the whole latent (the decoder is causal and runs frame by frame anyway).
+  bool continues = false, more_follows = false;
 };
 
 // Which halves to load: a text-to-video pipeline only decodes, image-to-video also encodes.

@@ -92,12 +92,13 @@ void WanVae::decode(const Tensor& latent_in, const FrameSink& sink, const VaeDec
   const std::vector<Span> hs = tile_spans(lh, opt.tile_h, opt.overlap);
   const std::vector<Span> ws = tile_spans(lw, opt.tile_w, opt.overlap);
   const bool tiled = hs.size() > 1 || ws.size() > 1;
-  m.dec.reset();
+  if (!opt.continues) m.dec.reset();
   for (int64_t i = 0; i < nf; ++i) {
-    const int64_t n_out = i == 0 ? 1 : ts;
+    const bool clip_first = i == 0 && !opt.continues;
+    const int64_t n_out = clip_first ? 1 : ts;
     Tensor out = Tensor::zeros(Shape{3, n_out, hh, ww});
     RunCtx ctx;
-    ctx.first_chunk = i == 0;
+    ctx.first_chunk = clip_first;
     if (!tiled) {
       int64_t pos = 0;
       m.decode_latent_frame(pq.copy_frames(i, 1), ctx, [&](Frames&& f) {
@@ -187,7 +188,7 @@ void WanVae::decode(const Tensor& latent_in, const FrameSink& sink, const VaeDec
     }
     sink(out);
   }
-  m.dec.reset();
+  if (!opt.more_follows) m.dec.reset();
 }
 
 Tensor WanVae::decode(const Tensor& latent, const VaeDecodeOptions& options) {
