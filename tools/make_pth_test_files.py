@@ -13,6 +13,9 @@ tests recompute the expected values instead of reading a second file:
                     saved through a file object (archive folder "archive/").
     parameters.pth  nn.Linear(3, 2).state_dict(keep_vars=True): Parameters (weight = 0.1 * i,
                     bias = -i), pickled with _rebuild_parameter and the OrderedDict's _metadata.
+    nested.pth      a training checkpoint's shape (Self-Forcing's self_forcing_dmd.pt):
+                    {"generator_ema": {"model.blocks.0.w": f32[2,3] = i, "model.head.b":
+                    bf16[2] = [1.5, -2]}, "critic": {"inner": {"x": int64[1] = 7}}, "step": 5}.
 """
 import collections
 import io
@@ -50,6 +53,16 @@ def main(out_dir):
         lin.weight.copy_(torch.arange(6, dtype=torch.float32).reshape(2, 3) * 0.1)
         lin.bias.copy_(-torch.arange(2, dtype=torch.float32))
     torch.save(lin.state_dict(keep_vars=True), os.path.join(out_dir, "parameters.pth"))
+
+    nested = {
+        "generator_ema": collections.OrderedDict([
+            ("model.blocks.0.w", torch.arange(6, dtype=torch.float32).reshape(2, 3)),
+            ("model.head.b", torch.tensor([1.5, -2.0], dtype=torch.bfloat16)),
+        ]),
+        "critic": {"inner": {"x": torch.tensor([7], dtype=torch.int64)}},
+        "step": 5,
+    }
+    torch.save(nested, os.path.join(out_dir, "nested.pth"))
     print("wrote", sorted(os.listdir(out_dir)))
 
 

@@ -109,7 +109,37 @@ extern "C" void temp_cleanup_signal_handler(int signo) {
   errno = saved_errno;
 }
 
+volatile sig_atomic_t g_interrupt_requested = 0;
+
+extern "C" void graceful_interrupt_handler(int signo) {
+  if (g_interrupt_requested) {  // the second Ctrl-C: clean up and die
+    temp_cleanup_signal_handler(signo);
+    return;
+  }
+  g_interrupt_requested = 1;
+  const int saved_errno = errno;
+  static const char kMessage[] =
+      "\nvidax: interrupted: finishing the frames done so far (Ctrl-C again to abort)\n";
+  const ssize_t unused = ::write(2, kMessage, sizeof kMessage - 1);
+  (void)unused;
+  errno = saved_errno;
+}
+
 }  // namespace
+
+void install_graceful_interrupt() {
+  struct sigaction old {};
+  ::sigaction(SIGINT, nullptr, &old);
+  if (old.sa_handler == SIG_IGN) return;
+  struct sigaction action {};
+  action.sa_handler = graceful_interrupt_handler;
+  sigemptyset(&action.sa_mask);
+  sigaddset(&action.sa_mask, SIGTERM);
+  sigaddset(&action.sa_mask, SIGHUP);
+  ::sigaction(SIGINT, &action, nullptr);
+}
+
+bool interrupt_requested() { return g_interrupt_requested != 0; }
 
 TempPathGuard TempPathGuard::file(const std::string& path) {
   const int slot = claim_slot(path);

@@ -127,70 +127,91 @@ TorchCheckpointIndex index_archive(const ZipArchive& zip) {
                       "writes");
   }
   std::map<std::string, size_t> seen;
-  for (size_t i = 0; i + 1 < root.items.size(); i += 2) {
-    const PickleObject& key = g.at(root.items[i]);
-    const PickleObject& value = g.at(root.items[i + 1]);
-    if (key.kind != PickleKind::kString) {
-      throw_input_error(label, ": ", pkl.name, ": byte ", key.offset, ": state dict key is ",
-                        pickle_kind_name(key.kind), ", expected a tensor name (string)");
-    }
-    const std::string where = str_cat(label, ": tensor ", quote_name(key.text), ": ");
-    if (value.kind != PickleKind::kTensor) {
-      throw_input_error(where, "value is ", pickle_kind_name(value.kind),
-                        ", expected a tensor (vidax reads flat state dicts)");
-    }
-    if (!seen.emplace(key.text, i).second) {
-      throw_input_error(where, "appears twice in the state dict");
-    }
-    const TorchTensorRef& t = g.tensors[static_cast<size_t>(value.int_value)];
-    const TorchStorageRef& s = g.storages[t.storage];
-    const std::optional<DType> dtype = torch_storage_dtype(s.type_name);
-    if (!dtype) {
-      throw_input_error(where, "storage type torch.", s.type_name,
-                        " is not supported (expected Float, BFloat16, Half, Long, Int or Float8 "
-                        "storage)");
-    }
-    const std::string record_name = index.prefix + "data/" + s.key;
-    const ZipEntry* record = zip.find(record_name);
-    if (record == nullptr) {
-      throw_input_error(where, "storage record ", quote_name(record_name), " is missing");
-    }
-    if (record->method != 0) {
-      throw_input_error(where, "storage record ", quote_name(record_name),
-                        " is compressed; tensor data must be stored uncompressed, as torch.save "
-                        "writes it");
-    }
-    const size_t itemsize = dtype_size(*dtype);
-    uint64_t storage_bytes = 0;
-    if (__builtin_mul_overflow(static_cast<uint64_t>(s.numel), itemsize, &storage_bytes) ||
-        storage_bytes != record->uncompressed_size) {
-      throw_input_error(where, "storage ", quote_name(s.key), " of ", s.numel, " x ", s.type_name,
-                        " needs ", s.numel, " x ", itemsize, " bytes but its record holds ",
-                        record->uncompressed_size);
-    }
+  // A flat state dict, or dicts of them (training checkpoints: {"generator_ema": {name:
+  // tensor}, "step": 5}): a nested tensor is named by its keys joined with '.', and in such a
+  // checkpoint plain values (numbers, strings, None) are bookkeeping and skipped.
+  bool nested = false;
+  for (size_t i = 1; i < root.items.size(); i += 2)
+    nested = nested || g.at(root.items[i]).kind == PickleKind::kDict;
+  auto plain = [](PickleKind k) {
+    return k == PickleKind::kNone || k == PickleKind::kBool || k == PickleKind::kInt ||
+           k == PickleKind::kFloat || k == PickleKind::kString;
+  };
+  auto add_dict = [&](auto& self, const PickleObject& dict, const std::string& prefix,
+                      int depth) -> void {
+    for (size_t i = 0; i + 1 < dict.items.size(); i += 2) {
+      const PickleObject& key = g.at(dict.items[i]);
+      const PickleObject& value = g.at(dict.items[i + 1]);
+      if (key.kind != PickleKind::kString) {
+        throw_input_error(label, ": ", pkl.name, ": byte ", key.offset, ": state dict key is ",
+                          pickle_kind_name(key.kind), ", expected a tensor name (string)");
+      }
+      const std::string name = prefix + key.text;
+      const std::string where = str_cat(label, ": tensor ", quote_name(name), ": ");
+      if (value.kind == PickleKind::kDict && depth < 4) {
+        self(self, value, name + ".", depth + 1);
+        continue;
+      }
+      if (nested && plain(value.kind)) continue;
+      if (value.kind != PickleKind::kTensor) {
+        throw_input_error(where, "value is ", pickle_kind_name(value.kind),
+                          ", expected a tensor (vidax reads state dicts, or dicts of them up to ",
+                          "4 deep)");
+      }
+      if (!seen.emplace(name, i).second) {
+        throw_input_error(where, "appears twice in the state dict");
+      }
+      const TorchTensorRef& t = g.tensors[static_cast<size_t>(value.int_value)];
+      const TorchStorageRef& s = g.storages[t.storage];
+      const std::optional<DType> dtype = torch_storage_dtype(s.type_name);
+      if (!dtype) {
+        throw_input_error(where, "storage type torch.", s.type_name,
+                          " is not supported (expected Float, BFloat16, Half, Long, Int or Float8 "
+                          "storage)");
+      }
+      const std::string record_name = index.prefix + "data/" + s.key;
+      const ZipEntry* record = zip.find(record_name);
+      if (record == nullptr) {
+        throw_input_error(where, "storage record ", quote_name(record_name), " is missing");
+      }
+      if (record->method != 0) {
+        throw_input_error(where, "storage record ", quote_name(record_name),
+                          " is compressed; tensor data must be stored uncompressed, as torch.save "
+                          "writes it");
+      }
+      const size_t itemsize = dtype_size(*dtype);
+      uint64_t storage_bytes = 0;
+      if (__builtin_mul_overflow(static_cast<uint64_t>(s.numel), itemsize, &storage_bytes) ||
+          storage_bytes != record->uncompressed_size) {
+        throw_input_error(where, "storage ", quote_name(s.key), " of ", s.numel, " x ", s.type_name,
+                          " needs ", s.numel, " x ", itemsize, " bytes but its record holds ",
+                          record->uncompressed_size);
+      }
 
-    TorchTensorInfo info;
-    info.entry.name = key.text;
-    info.entry.dtype = *dtype;
-    info.entry.shape = Shape(std::span<const int64_t>(t.sizes));
-    info.strides = t.strides;
-    info.storage_offset = t.storage_offset;
-    info.storage_key = s.key;
-    info.record_offset = record->data_offset;
-    info.record_bytes = record->uncompressed_size;
-    // The unpickler checked offset + span < numel, so these byte offsets fit the record.
-    const bool empty = info.entry.shape.numel() == 0;
-    int64_t last = t.storage_offset;
-    if (!empty) {
-      for (size_t d = 0; d < t.sizes.size(); ++d) last += (t.sizes[d] - 1) * t.strides[d];
+      TorchTensorInfo info;
+      info.entry.name = name;
+      info.entry.dtype = *dtype;
+      info.entry.shape = Shape(std::span<const int64_t>(t.sizes));
+      info.strides = t.strides;
+      info.storage_offset = t.storage_offset;
+      info.storage_key = s.key;
+      info.record_offset = record->data_offset;
+      info.record_bytes = record->uncompressed_size;
+      // The unpickler checked offset + span < numel, so these byte offsets fit the record.
+      const bool empty = info.entry.shape.numel() == 0;
+      int64_t last = t.storage_offset;
+      if (!empty) {
+        for (size_t d = 0; d < t.sizes.size(); ++d) last += (t.sizes[d] - 1) * t.strides[d];
+      }
+      info.entry.begin = static_cast<size_t>(record->data_offset +
+                                             static_cast<uint64_t>(t.storage_offset) * itemsize);
+      info.entry.end = empty ? info.entry.begin
+                             : static_cast<size_t>(record->data_offset +
+                                                   (static_cast<uint64_t>(last) + 1) * itemsize);
+      index.tensors.push_back(std::move(info));
     }
-    info.entry.begin = static_cast<size_t>(record->data_offset +
-                                           static_cast<uint64_t>(t.storage_offset) * itemsize);
-    info.entry.end = empty ? info.entry.begin
-                           : static_cast<size_t>(record->data_offset +
-                                                 (static_cast<uint64_t>(last) + 1) * itemsize);
-    index.tensors.push_back(std::move(info));
-  }
+  };
+  add_dict(add_dict, root, "", 0);
   std::sort(index.tensors.begin(), index.tensors.end(),
             [](const TorchTensorInfo& a, const TorchTensorInfo& b) {
               return std::tie(a.entry.begin, a.entry.name) < std::tie(b.entry.begin, b.entry.name);

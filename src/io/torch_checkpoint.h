@@ -7,8 +7,11 @@
 // unpickler over data.pkl (io/torch_pickle.h: nothing is imported or executed) and resolves each
 // tensor to a strided, read-only view into its storage record: zero-copy, shared storages
 // allowed, every storage_offset / size / stride checked against the record's size. The pickled
-// object must be a flat dict {name: tensor} (collections.OrderedDict or dict), which is what
-// `torch.save(model.state_dict(), f)` writes and how every Wan .pth is stored. The legacy
+// object must be a dict {name: tensor} (collections.OrderedDict or dict), which is what
+// `torch.save(model.state_dict(), f)` writes and how every Wan .pth is stored, or a dict of such
+// dicts (up to 4 deep) as training checkpoints hold them (Self-Forcing's `{"generator_ema":
+// {...}}`): nested tensors are named by their keys joined with '.', and the plain values beside
+// them (a step count, a string) are skipped. The legacy
 // pre-1.6 format (a bare pickle stream) and big-endian files are refused with a clear message.
 // validate_buffer() runs the same code on an in-memory image (the fuzz target uses it).
 //

@@ -12,8 +12,9 @@ RolloutPlan plan_rollout(const RolloutOptions& o, int64_t frames, int64_t frame_
   if (o.chunk_frames < 1) throw_input_error("--chunk-frames: ", o.chunk_frames, " (expected >= 1)");
   if (frames < 1 || frames % o.chunk_frames != 0)
     throw_input_error("--chunk-frames: ", o.chunk_frames, " latent frames per chunk do not divide ",
-                      "the video's ", frames, " latent frames (pick a frame count of 1 + 4 x ",
-                      o.chunk_frames, " x chunks)");
+                      "the video's ", frames, " latent frames (pick a frame count of 4 x ",
+                      o.chunk_frames, " x chunks - 3: ", 4 * o.chunk_frames - 3, ", ",
+                      8 * o.chunk_frames - 3, ", ", 12 * o.chunk_frames - 3, ", ...)");
   if (frame_tokens < 1) throw_input_error("rollout: ", frame_tokens, " tokens per frame");
   p.chunks = frames / o.chunk_frames;
   p.frame_tokens = frame_tokens;
@@ -111,7 +112,11 @@ Tensor CausalRollout::step(const RolloutCapture& capture) {
   sample.kv_cache = cache_.get();
   sample.start_frame = f0;
   sample.steps = steps;
+  auto poll = [&] {
+    if (cancelled_ && cancelled_()) throw Cancelled("the rollout was cancelled");
+  };
   for (int64_t k = 0; k < steps; ++k) {
+    poll();
     sample.x = x;
     sample.t = Tensor::from_floats(std::vector<float>{s.t[static_cast<size_t>(k)]}, Shape{1});
     sample.step = k;
@@ -136,6 +141,7 @@ Tensor CausalRollout::step(const RolloutCapture& capture) {
   }
   if (capture) capture(next_, "x0", x0);
   if (next_ + 1 < plan_.chunks || opt_.clean_pass_last_chunk) {
+    poll();
     sample.x = x0;  // the clean pass: rewrites the chunk's keys / values from its latent
     sample.t =
         Tensor::from_floats(std::vector<float>{static_cast<float>(opt_.context_noise)}, Shape{1});

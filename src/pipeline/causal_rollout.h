@@ -80,6 +80,9 @@ class CausalRollout {
   bool done() const { return next_ >= plan_.chunks; }
   // Denoises the next chunk and writes its clean keys/values: its latent [C, n, H, W].
   Tensor step(const RolloutCapture& capture = nullptr);
+  // Polled before every DiT call of step(): when it returns true, step() throws Cancelled
+  // (the chunk is abandoned; the chunks returned before are complete).
+  void set_cancel(std::function<bool()> cancelled) { cancelled_ = std::move(cancelled); }
   const wan::CausalKvCache& cache() const { return *cache_; }
   int64_t dit_calls() const { return dit_calls_; }
 
@@ -93,6 +96,7 @@ class CausalRollout {
   std::unique_ptr<wan::CausalKvCache> cache_;
   TorchGenerator init_gen_, step_gen_;
   Tensor whole_noise_;  // the initial noise when it cannot be drawn chunk by chunk
+  std::function<bool()> cancelled_;
   int64_t next_ = 0, dit_calls_ = 0;
 };
 

@@ -30,6 +30,7 @@
 #include "nn/image_resize.h"
 #include "pipeline/image_conditioning.h"
 #include "pipeline/model_hashes.h"
+#include "pipeline/rollout_run.h"
 #include "pipeline/text_to_video.h"
 #include "sampling/torch_randn.h"
 
@@ -85,7 +86,9 @@ void encode_text(const GenerateOptions& o, const GenerationPlan& plan,
   const int64_t n = static_cast<int64_t>(items.size());
   contexts.assign(items.size(), Tensor());
   if (encoder) {
-    const int64_t total = (branch != 1 ? n : 0) + (branch != 0 ? 1 : 0);
+    // A rollout runs no guidance: no negative prompt.
+    const bool negative_branch = branch != 0 && !plan.rollout;
+    const int64_t total = (branch != 1 ? n : 0) + (negative_branch ? 1 : 0);
     progress.begin_phase("encode text", static_cast<int>(total), "prompt");
     std::optional<wan::Tokenizer> own_tokenizer;
     std::optional<wan::T5Encoder> own_t5;
@@ -108,7 +111,7 @@ void encode_text(const GenerateOptions& o, const GenerationPlan& plan,
       }
     }
     // The reference always encodes and runs the negative branch, whatever the guide scale.
-    if (branch != 0) {
+    if (negative_branch) {
       stop_if_cancelled(o);
       const auto t = Clock::now();
       context_null = t5.encode(tokenizer.encode(negative, plan.prompt_tokens));
@@ -276,7 +279,7 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
   const std::shared_ptr<sparse::AttentionPolicy> attention =
       o.attention_policy ? o.attention_policy : sparse::make_attention_policy(o.attention);
   std::vector<Tensor> latents(n);
-  {
+  if (!plan.rollout) {
     // A DiT (or one expert), its weights resident or streamed under the budget (their loader
     // then keeps the checkpoint open: the blocks are read again at every step).
     auto make_dit = [&](const std::string& path) {
@@ -366,6 +369,23 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
     ck.source().release_resident_pages();
     vae = own_vae.get();
   }
+  // A rollout denoises and decodes together: its DiT is held beside the VAE.
+  std::unique_ptr<wan::WanDit> rollout_dit;
+  wan::WanDit* roll_dit = nullptr;
+  if (plan.rollout) {
+    if (o.resident) {
+      roll_dit = &o.resident->dit(plan.files.dit, o.precision, o.ctx, 0, o.keep_fp8, false);
+      roll_dit->set_attention(nullptr);
+    } else {
+      if (progress.enabled())
+        progress.message("loading the diffusion transformer " + plan.files.dit);
+      const auto ck =
+          std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(plan.files.dit));
+      rollout_dit = std::make_unique<wan::WanDit>(
+          wan::open_dit(ck, o.precision, o.ctx, 0, o.keep_fp8, false));
+      roll_dit = rollout_dit.get();
+    }
+  }
   json hashes;
   for (size_t i = 0; i < n; ++i) {
     GenerationResult& r = results[i];
@@ -374,7 +394,9 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
     const VideoSpec spec = video_spec(o, plan, output);
     std::unique_ptr<VideoWriter> writer = std::move(writers[i]);
     if (write_video && !writer) writer = VideoWriter::open(output, spec);
-    if (vae) {
+    if (plan.rollout && vae) {
+      run_rollout(o, plan, *roll_dit, *vae, contexts[i], items[i].seed, writer.get(), r, progress);
+    } else if (vae) {
       const auto t0 = Clock::now();
       progress.begin_phase(batch_label("decode", i, n), static_cast<int>(g.frames), "latent frame");
       wan::VaeDecodeOptions tiling;
@@ -472,6 +494,20 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
         {"peak_rss_bytes", peak_rss_bytes()},
         {"command", o.command_line}};
     if (!o.topology_plan.is_null()) sidecar["topology_plan"] = o.topology_plan;
+    if (plan.rollout) {
+      const double rollout_seconds = r.denoise_seconds + r.decode_seconds;
+      sidecar["rollout"] = {
+          {"chunks_written", r.chunks},
+          {"chunks_planned", plan.rollout->chunks},
+          {"interrupted", r.interrupted},
+          {"seconds_per_chunk", r.chunks > 0 ? rollout_seconds / static_cast<double>(r.chunks) : 0},
+          {"frames_per_second",
+           rollout_seconds > 0 ? static_cast<double>(r.frames) / rollout_seconds : 0},
+          {"kv_cache_bytes", plan.rollout_cache_bytes}};
+      for (const char* k : {"steps", "sampler", "shift", "guide_scale"}) sidecar.erase(k);
+      sidecar["negative_prompt"] = nullptr;
+      sidecar["guidance"] = "none (distilled into the causal DiT)";
+    }
     r.sidecar_json = sidecar;
     if (!write_video) {
       r.output.clear();

@@ -95,6 +95,36 @@ ModelFiles resolve_official(const fs::path& dir) {
   return f;
 }
 
+// Self-Forcing's folder as its README lays it out: wan_models/Wan2.1-T2V-1.3B/ (the base Wan
+// model: umT5, VAE, tokenizer, config) and checkpoints/self_forcing_dmd.pt (all of the causal
+// DiT's weights: it replaces the base DiT).
+ModelFiles resolve_self_forcing(const fs::path& dir) {
+  fs::path base = dir / "wan_models" / "Wan2.1-T2V-1.3B";
+  if (!is_dir(base)) {
+    std::vector<fs::path> subs;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir / "wan_models", ec))
+      if (e.is_directory(ec)) subs.push_back(e.path());
+    if (subs.size() != 1)
+      throw_input_error((dir / "wan_models").string(), ": expected Wan2.1-T2V-1.3B/ (the base Wan ",
+                        "model of a Self-Forcing folder), found ", subs.size(), " folders");
+    base = subs[0];
+  }
+  ModelFiles f = resolve_official(base);
+  f.layout = "self-forcing";
+  const fs::path ckpts = dir / "checkpoints";
+  if (is_file(ckpts / "self_forcing_dmd.pt")) {
+    f.dit = (ckpts / "self_forcing_dmd.pt").string();
+  } else if (is_dir(ckpts)) {
+    std::vector<fs::path> found = files_with_suffix(ckpts, ".pt");
+    for (const auto& p : files_with_suffix(ckpts, ".safetensors")) found.push_back(p);
+    f.dit = pick_one(found, "", ckpts, "causal DiT checkpoint (.pt)");
+  } else {
+    f.dit.clear();  // the base DiT is bidirectional: without a checkpoint there is no causal DiT
+  }
+  return f;
+}
+
 ModelFiles resolve_diffusers(const fs::path& dir) {
   ModelFiles f;
   f.layout = "diffusers";
@@ -183,6 +213,8 @@ ModelFiles resolve_model_files(const std::string& model_dir, const ModelFiles& e
     if (!is_dir(dir)) throw_input_error("--model: ", model_dir, " is not a folder");
     if (is_file(dir / "model_index.json") || is_dir(dir / "transformer"))
       f = resolve_diffusers(dir);
+    else if (is_dir(dir / "wan_models"))
+      f = resolve_self_forcing(dir);
     else if (is_dir(dir / "diffusion_models") || is_dir(dir / "split_files"))
       f = resolve_comfyui(dir, explicit_paths);
     else

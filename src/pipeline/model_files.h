@@ -3,7 +3,9 @@
 // safetensors + config.json at the top, `models_t5_umt5-xxl-enc-bf16.pth`, `Wan2.1_VAE.pth`,
 // `google/umt5-xxl/spiece.model`), the diffusers repository (`transformer/`, `text_encoder/`,
 // `vae/`, `tokenizer/`), or a ComfyUI models folder (`diffusion_models/`, `text_encoders/`,
-// `vae/`; ComfyUI ships no sentencepiece model, so the tokenizer must be given explicitly).
+// `vae/`; ComfyUI ships no sentencepiece model, so the tokenizer must be given explicitly), or
+// Self-Forcing's folder (`wan_models/Wan2.1-T2V-1.3B/` for the base model and
+// `checkpoints/self_forcing_dmd.pt` for the causal DiT that replaces its DiT).
 // Explicit paths override what the folder provides. Pure function of the file system.
 #pragma once
 
@@ -13,7 +15,7 @@ namespace vidax {
 
 struct ModelFiles {
   std::string dit, t5, vae, tokenizer;  // files or folders, each accepted by its loader
-  std::string layout;                   // "official", "diffusers", "comfyui" or "explicit"
+  std::string layout;  // "official", "diffusers", "comfyui", "self-forcing" or "explicit"
   // Wan 2.2 A14B: the low-noise expert (`dit` is then the high-noise one); empty for one DiT.
   // Official folders: high_noise_model/ and low_noise_model/; diffusers: transformer/ (high)
   // and transformer_2/ (low); ComfyUI: the two diffusion models named *high_noise* and

@@ -70,6 +70,7 @@ json diffusers_dit_config(const wan::DitConfig& c) {
             {"image_dim", c.image_branch() ? json(c.clip_dim) : json()},
             {"added_kv_proj_dim", c.image_branch() ? json(c.dim) : json()},
             {"pos_embed_seq_len", c.flf_pos_tokens > 0 ? json(c.flf_pos_tokens) : json()}};
+  if (c.causal) j["causal"] = true;  // vidax's mark of a causal DiT (models/wan/dit_config.h)
   return j;
 }
 
@@ -204,12 +205,37 @@ RandomModelSpec tiny_random_model_spec(int64_t vocab, const std::string& kind, b
 
 void write_random_model(const std::string& dir_text, const std::string& layout,
                         const RandomModelSpec& spec, const std::string& spiece_model) {
-  if (layout != "official" && layout != "diffusers" && layout != "comfyui")
-    throw_input_error("--layout: expected official, diffusers or comfyui, got '", layout, "'");
+  if (layout != "official" && layout != "diffusers" && layout != "comfyui" &&
+      layout != "self-forcing")
+    throw_input_error("--layout: expected official, diffusers, comfyui or self-forcing, got '",
+                      layout, "'");
+  if (spec.dit.causal && layout == "comfyui")
+    throw_input_error("--causal: ComfyUI folders carry no DiT config to mark it causal; use ",
+                      "--layout self-forcing, official or diffusers");
   const fs::path dir(dir_text);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw_input_error(dir_text, ": cannot create folder: ", ec.message());
+  if (layout == "self-forcing") {
+    // Self-Forcing's README layout: the base Wan model (bidirectional DiT) in
+    // wan_models/Wan2.1-T2V-1.3B/, and the causal DiT (other weights) as a training checkpoint's
+    // generator_ema.model.* in checkpoints/self_forcing_dmd.pt.
+    if (spec.experts || spec.clip || spec.dit.kind != wan::DitKind::kT2V)
+      throw_input_error("--layout self-forcing: a text-to-video model only");
+    RandomModelSpec base = spec;
+    base.dit.causal = false;
+    write_random_model((dir / "wan_models" / "Wan2.1-T2V-1.3B").string(), "official", base,
+                       spiece_model);
+    wan::DitConfig causal = spec.dit;
+    causal.causal = true;
+    const auto w = wan::random_dit_weights(causal, DType::kF32, spec.seed + 7);
+    fs::create_directories(dir / "checkpoints", ec);
+    write_torch_checkpoint((dir / "checkpoints" / "self_forcing_dmd.pt").string(),
+                           materialize(wan::dit_tensor_decls(causal), w, [](const std::string& n) {
+                             return "generator_ema.model." + n;
+                           }));
+    return;
+  }
 
   const auto dit_w = wan::random_dit_weights(spec.dit, DType::kF32, spec.seed);
   const auto dit_low_w = wan::random_dit_weights(spec.dit, DType::kF32, spec.seed + 3);

@@ -53,6 +53,20 @@ nlohmann::json accel_json(const std::string& spec, const std::optional<accel::St
 
 using nlohmann::json;
 
+json rollout_json(const RolloutOptions& o, const RolloutPlan& p, double cache_bytes) {
+  return {{"chunks", p.chunks},
+          {"chunk_frames", o.chunk_frames},
+          {"steps", o.schedule.steps},
+          {"warp", o.schedule.warp},
+          {"shift", o.schedule.shift},
+          {"timesteps", p.schedule.t},
+          {"context_noise", o.context_noise},
+          {"cache", p.rolling ? "rolling" : "global"},
+          {"cache_frames", p.cache_frames},
+          {"sink_frames", p.sink_frames},
+          {"cache_bytes", cache_bytes}};
+}
+
 // What survives across phases: the two contexts, the latent and scheduler state, and the
 // process itself (code, oneDNN, allocator slack) — measured as ~150 MiB for `vidax inspect`.
 double resident_bytes(const wan::T5Config& t5, const LatentGeometry& g) {
@@ -68,6 +82,39 @@ std::string sidecar_path_for(const std::string& output) {
   while (base.size() > 1 && base.back() == '/') base.pop_back();
   return base + ".json";
 }
+
+namespace {
+
+// --rollout: what the request may be, the chunks and the cache (pipeline/causal_rollout.h).
+void plan_rollout_request(const GenerateOptions& o, GenerationPlan& plan,
+                          const wan::DitConfig& dc) {
+  if (!dc.causal && !o.force_causal)
+    throw_input_error("--rollout: ", o.files.dit, " is a bidirectional Wan ", dc.kind_name(),
+                      " DiT; a rollout needs a causal one (Self-Forcing / CausVid: "
+                      "self_forcing_dmd.pt, or a folder laid out as Self-Forcing's README); "
+                      "--force-causal rolls this one out anyway (it was not trained for it)");
+  if (plan.task != "t2v") throw_input_error("--rollout: text-to-video only (got ", plan.task, ")");
+  if (plan.two_experts) throw_input_error("--rollout: a two-expert model cannot roll out");
+  if (o.ctx.mesh != nullptr && o.ctx.mesh->world().size() > 1)
+    throw_input_error("--rollout: runs in one process (mesh ", o.ctx.mesh->spec().str(), ")");
+  if (o.accel != "none" || o.accel_factory)
+    throw_input_error("--rollout: step methods (--accel ", o.accel, ") do not apply");
+  if (o.attention != "dense" || o.attention_policy)
+    throw_input_error("--rollout: dense attention only (--attention ", o.attention, ")");
+  if (o.weights_budget > 0 || o.sharded_weights)
+    throw_input_error("--rollout: the DiT's weights stay resident (no --weights budget)");
+  if (dc.patch[0] != 1) throw_input_error("--rollout: the DiT's temporal patch must be 1");
+  plan.rollout_options = *o.rollout;
+  plan.rollout =
+      plan_rollout(plan.rollout_options, plan.latent.frames,
+                   (plan.latent.height / dc.patch[1]) * (plan.latent.width / dc.patch[2]));
+  plan.rollout_cache_bytes =
+      static_cast<double>(dc.num_layers) *
+      static_cast<double>(plan.rollout->cache_frames * plan.rollout->frame_tokens) * 2.0 *
+      static_cast<double>(dc.dim) * (o.precision == wan::Precision::kBF16 ? 2.0 : 4.0);
+}
+
+}  // namespace
 
 GenerationPlan plan_generation(const GenerateOptions& o) {
   GenerationPlan plan;
@@ -195,6 +242,7 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   plan.latent = latent_geometry(plan.video, vc.z_dim, vc.temporal_stride(), vc.spatial_stride(),
                                 dc.patch[0], dc.patch[1]);
   plan.seq_len = plan.latent.tokens;  // ceil(...) with one sequence-parallel rank
+  if (o.rollout) plan_rollout_request(o, plan, dc);
   // A bad --attention spec fails here, before any weight is loaded.
   if (!o.attention_policy) (void)sparse::make_attention_policy(o.attention);
   // The step method likewise; generate always runs both CFG branches.
@@ -280,6 +328,15 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
       {"denoise", dit_weights,
        wan::WanDit::activation_bytes(dc, plan.latent.tokens) + dit_widen_scratch + accel_bytes},
       {"decode", vae_weights, std::max(0.0, vae_peak - vae_weights)}};
+  if (plan.rollout) {
+    // The DiT and the VAE decoder are held together (each chunk is decoded as it is made); the
+    // DiT works on one chunk's tokens beside the key/value cache.
+    const int64_t chunk_tokens = plan.rollout_options.chunk_frames * plan.rollout->frame_tokens;
+    plan.memory.phases = {plan.memory.phases.front(),
+                          {"rollout", dit_weights + vae_weights,
+                           wan::WanDit::activation_bytes(dc, chunk_tokens) + dit_widen_scratch +
+                               plan.rollout_cache_bytes + std::max(0.0, vae_peak - vae_weights)}};
+  }
   if (plan.task != "t2v") {
     // One model at a time: the CLIP encoder (Wan 2.1), then the VAE encoder with its input
     // clip [3, frames, H, W]; the phase is the larger of the two.
@@ -340,6 +397,7 @@ json GenerationPlan::to_json() const {
         {"steps", denoise.steps},
         {"shift", denoise.shift},
         {"guide_scale", denoise.guide_scale}}},
+      {"rollout", rollout ? rollout_json(rollout_options, *rollout, rollout_cache_bytes) : json()},
       {"experts", two_experts ? json{{"high_noise", files.dit},
                                      {"low_noise", files.dit_low},
                                      {"low_noise_layout", dit_low_layout},
@@ -380,11 +438,22 @@ std::string GenerationPlan::to_text() const {
       << ": the output follows the image's aspect ratio)";
   s << "\n"
     << "video   " << video.width << "x" << video.height << ", " << video.frames << " frames at "
-    << fps << " fps\n"
-    << "denoise " << defaults.family << ": " << denoise.sampler << ", " << denoise.steps
-    << " steps, shift " << denoise.shift << ", guide " << denoise.guide_scale;
-  if (two_experts) s << " (high noise, t >= " << boundary << "), " << guide_low << " (low noise)";
-  s << "\n";
+    << fps << " fps\n";
+  if (rollout) {
+    s << "rollout " << rollout->chunks << " chunks of " << rollout_options.chunk_frames
+      << " latent frames, t";
+    for (float t : rollout->schedule.t) s << " " << t;
+    s << ", shift " << rollout_options.schedule.shift << ", no guidance\n"
+      << "        cache " << (rollout->rolling ? "rolling " : "global ") << rollout->cache_frames
+      << " frames";
+    if (rollout->rolling) s << " (sink " << rollout->sink_frames << ")";
+    s << ", " << format_bytes(rollout_cache_bytes) << "\n";
+  } else {
+    s << "denoise " << defaults.family << ": " << denoise.sampler << ", " << denoise.steps
+      << " steps, shift " << denoise.shift << ", guide " << denoise.guide_scale;
+    if (two_experts) s << " (high noise, t >= " << boundary << "), " << guide_low << " (low noise)";
+    s << "\n";
+  }
   if (accel_spec != "none") {
     s << "accel   " << accel_spec;
     if (accel_planned) {

@@ -20,6 +20,7 @@
 #include "accel/step_method.h"
 #include "core/exec_context.h"
 #include "models/wan/dit.h"
+#include "pipeline/causal_rollout.h"
 #include "pipeline/denoise.h"
 #include "pipeline/model_defaults.h"
 #include "pipeline/model_files.h"
@@ -90,6 +91,15 @@ struct GenerateOptions {
   // Models kept loaded across calls (pipeline/resident_models.h); null: each phase loads its
   // model and releases it.
   std::shared_ptr<ResidentModels> resident;
+  // Autoregressive rollout of a causal DiT (`generate --rollout`, pipeline/causal_rollout.h,
+  // docs/rollout.md) instead of the bidirectional sampler: chunk by chunk with a key/value
+  // cache, no guidance (denoise's sampler, steps, shift and guide scale are not used), each
+  // chunk decoded and written as it is made. When `cancelled` turns true mid-rollout the frames
+  // finished so far are published as a playable video (GenerationResult::interrupted) instead
+  // of nothing. A bidirectional DiT is refused unless force_causal (mechanics only: it was not
+  // trained for it).
+  std::optional<RolloutOptions> rollout;
+  bool force_causal = false;
   // Polled between units of work (each prompt encoded, each denoising step, each decoded chunk
   // of frames) and before each phase: when it returns true the run stops by throwing Cancelled
   // (core/error.h), leaving no output behind.
@@ -131,6 +141,10 @@ struct GenerationPlan {
   accel::RunInfo accel_run;
   std::string accel_spec = "none";
   std::optional<accel::StepReport> accel_planned;
+  // --rollout: the chunks and the key/value cache (cache_bytes: all layers, k and v).
+  std::optional<RolloutPlan> rollout;
+  RolloutOptions rollout_options;
+  double rollout_cache_bytes = 0;
   MemoryPlan memory;
   double available_bytes = -1;
   nlohmann::json to_json() const;
@@ -150,7 +164,11 @@ struct GenerationResult {
   // With a weights budget: the DiT's streamed blocks (models/wan/dit.h).
   wan::WeightStreamStats weight_stream;
   std::optional<accel::StepReport> accel;  // with a step method: what it ran
-  std::array<int, 2> expert_steps{};       // two experts: steps run by the high / low-noise one
+  // --rollout: the video holds the chunks finished before `cancelled` turned true (and says
+  // so in the sidecar); chunks: how many were written.
+  bool interrupted = false;
+  int64_t chunks = 0;
+  std::array<int, 2> expert_steps{};  // two experts: steps run by the high / low-noise one
   // What the sidecar file holds (also when no video is written); world rank 0 only.
   nlohmann::json sidecar_json;
 };

@@ -32,6 +32,16 @@ std::vector<float> values(const Tensor& t) { return t.to_float_vector(); }
 
 // --- real torch.save files ---
 
+TEST(TorchCheckpoint, ReadsNestedTrainingCheckpoints) {
+  const TorchCheckpoint ck = TorchCheckpoint::open(data_file("nested.pth"));
+  ASSERT_EQ(ck.entries().size(), 3u);  // "step": 5 is skipped
+  EXPECT_EQ(values(ck.tensor("generator_ema.model.blocks.0.w")),
+            (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(ck.tensor("generator_ema.model.head.b").dtype(), DType::kBF16);
+  EXPECT_EQ(values(ck.tensor("generator_ema.model.head.b")), (std::vector<float>{1.5f, -2.0f}));
+  EXPECT_EQ(ck.tensor("critic.inner.x").contiguous().data<int64_t>()[0], 7);
+}
+
 TEST(TorchCheckpoint, ReadsRealViewsAndSharedStorage) {
   const TorchCheckpoint ck = TorchCheckpoint::open(data_file("f32_views.pth"));
   EXPECT_EQ(ck.prefix(), "f32_views/");

@@ -5,6 +5,7 @@
 // `--dry-run` prints the plan (files, configs, tokens, memory per phase) and loads nothing.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <random>
@@ -37,7 +38,37 @@ struct GenerateArgs {
   bool dry_run = false, progress = false, no_hash = false, json = false;
   MeshArgs mesh;
   std::string plan_file;  // --plan: a topology plan (vidax plan -o)
+  // --rollout (docs/rollout.md)
+  bool rollout = false, force_causal = false, no_warp = false;
+  int64_t chunk_frames = 3, local_attn_size = -1, sink_size = -1;
+  std::string rollout_steps = "1000,750,500,250";
+  double rollout_shift = 5.0, seconds = 0;
+  bool seconds_given = false;
 };
+
+// "1000,750,500,250" -> {1000, 750, 500, 250}.
+std::vector<double> parse_step_list(const std::string& text, const std::string& flag) {
+  std::vector<double> out;
+  size_t i = 0;
+  while (i <= text.size()) {
+    const size_t j = text.find(',', i);
+    const std::string item = text.substr(i, j == std::string::npos ? std::string::npos : j - i);
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size())
+      throw_input_error(flag, ": '", item,
+                        "' is not a number (expected a list like 1000,750,500,250)");
+    out.push_back(v);
+    if (j == std::string::npos) break;
+    i = j + 1;
+  }
+  return out;
+}
 
 // --plan: the plan's mesh, weight mode, size and frames become this run's (a flag that says
 // otherwise is an error naming both). Returns the plan.
@@ -134,6 +165,35 @@ GenerateOptions to_options(const GenerateArgs& a) {
   o.weights_budget = a.residency.budget_bytes();
   o.keep_fp8 = a.residency.keep_fp8;
   o.sharded_weights = a.residency.sharded();
+  if (a.seconds_given && !a.rollout)
+    throw_input_error("--seconds: a length in seconds is for --rollout; use --frames");
+  if (a.rollout) {
+    RolloutOptions r;
+    r.chunk_frames = a.chunk_frames;
+    r.local_attn_frames = a.local_attn_size;
+    r.sink_frames = a.sink_size;
+    r.schedule.steps = parse_step_list(a.rollout_steps, "--rollout-steps");
+    r.schedule.warp = !a.no_warp;
+    r.schedule.shift = a.rollout_shift;
+    if (a.chunk_frames < 1)
+      throw_input_error("--chunk-frames: expected >= 1, got ", a.chunk_frames);
+    if (a.seconds_given) {
+      if (a.frames_given) throw_input_error("--seconds and --frames: give one of them");
+      if (!(a.seconds > 0 && a.seconds <= 3600))
+        throw_input_error("--seconds: expected 0 < seconds <= 3600, got ", a.seconds);
+      // Whole chunks: n chunks are chunk_frames x n latent frames, 4 x chunk_frames x n - 3 pixel
+      // frames (the VAE makes 1 of latent frame 0, 4 of each later one); the least n at or above
+      // the length.
+      const double per_chunk = 4.0 * static_cast<double>(a.chunk_frames);
+      const auto chunks = static_cast<int64_t>(
+          std::max(1.0, std::ceil((a.seconds * a.fps + 3.0) / per_chunk - 1e-9)));
+      o.frames = 4 * a.chunk_frames * chunks - 3;
+    }
+    o.rollout = r;
+    o.force_causal = a.force_causal;
+  } else if (a.force_causal) {
+    throw_input_error("--force-causal: only with --rollout");
+  }
   return o;
 }
 
@@ -202,11 +262,32 @@ void register_generate(CLI::App& app, int argc, char** argv) {
   cmd->add_flag("--no-hash", a->no_hash, "skip the SHA-256 of the model files in the sidecar");
   cmd->add_flag("--json", a->json, "print the plan (dry run) or the result as JSON on stdout");
   add_mesh_args(cmd, a->mesh);
+  cmd->add_flag("--rollout", a->rollout,
+                "autoregressive rollout of a causal DiT (Self-Forcing / CausVid): chunk by chunk "
+                "with a key/value cache, each chunk decoded and written as it is made");
+  cmd->add_option("--chunk-frames", a->chunk_frames, "--rollout: latent frames per chunk (3)");
+  cmd->add_option("--local-attn-size", a->local_attn_size,
+                  "--rollout: rolling cache window in latent frames (-1: the reference's global "
+                  "cache while it fits, then a window of that size)");
+  cmd->add_option("--sink-size", a->sink_size,
+                  "--rollout: latent frames kept at the front of a rolling cache (default 0 with "
+                  "--local-attn-size, one chunk with the default window)");
+  cmd->add_option("--rollout-steps", a->rollout_steps,
+                  "--rollout: denoising steps per chunk (Self-Forcing 1000,750,500,250; CausVid "
+                  "1000,757,522 with --no-warp --rollout-shift 8)");
+  cmd->add_option("--rollout-shift", a->rollout_shift, "--rollout: timestep shift (5)");
+  cmd->add_flag("--no-warp", a->no_warp,
+                "--rollout: the steps are timesteps as given (CausVid), not table indices");
+  auto* seconds = cmd->add_option("--seconds", a->seconds,
+                                  "--rollout: video length in seconds (whole chunks, at --fps)");
+  cmd->add_flag("--force-causal", a->force_causal,
+                "--rollout: roll out a bidirectional DiT anyway (mechanics only)");
   cmd->add_option("--plan", a->plan_file,
                   "run the mesh and weight mode of a plan from `vidax plan -o` (under mpirun, "
                   "with its rankfile); the sidecar records it");
   const std::vector<std::string> command_line = command_line_of(argc, argv);
-  cmd->callback([a, command_line, negative, size, frames, fps, steps, shift, guide] {
+  cmd->callback([a, command_line, negative, size, frames, fps, steps, shift, guide, seconds] {
+    a->seconds_given = seconds->count() > 0;
     a->steps_given = steps->count() > 0;
     a->shift_given = shift->count() > 0;
     a->guide_given = guide->count() > 0;
@@ -271,6 +352,10 @@ void register_generate(CLI::App& app, int argc, char** argv) {
     }
     require_fits(plan.memory, plan.available_bytes);
     install_temp_cleanup_handlers();
+    if (o.rollout) {  // Ctrl-C publishes the chunks finished so far
+      install_graceful_interrupt();
+      o.cancelled = [] { return interrupt_requested(); };
+    }
     Progress progress(stderr, output_rank && Progress::should_enable(a->progress));
     std::vector<GenerationItem> items;
     if (a->prompts_file.empty()) {
@@ -281,7 +366,15 @@ void register_generate(CLI::App& app, int argc, char** argv) {
         items.push_back({prompts[static_cast<size_t>(i)], o.seed + static_cast<uint64_t>(i),
                          o.output.empty() ? "" : batch_output_path(o.output, i, n)});
     }
-    const std::vector<GenerationResult> results = generate_batch(o, items, plan, progress);
+    std::vector<GenerationResult> results;
+    try {
+      results = generate_batch(o, items, plan, progress);
+    } catch (const Cancelled&) {  // Ctrl-C before a rollout's first chunk was finished
+      std::fprintf(stderr,
+                   "vidax: interrupted before the first chunk was finished: nothing "
+                   "written\n");
+      throw CLI::RuntimeError(130);
+    }
     if (!output_rank) return;
     nlohmann::json all = nlohmann::json::array();
     for (size_t i = 0; i < results.size(); ++i) {
@@ -293,11 +386,19 @@ void register_generate(CLI::App& app, int argc, char** argv) {
                        {"frames", r.frames},
                        {"seed", items[i].seed},
                        {"seconds_per_step", r.seconds_per_step},
+                       {"interrupted", r.interrupted},
                        {"accel", r.accel ? r.accel->to_json() : nlohmann::json()},
                        {"encode_seconds", r.encode_seconds},
                        {"denoise_seconds", r.denoise_seconds},
                        {"decode_seconds", r.decode_seconds},
                        {"total_seconds", r.total_seconds}});
+      } else if (r.interrupted) {
+        std::fprintf(
+            stderr,
+            "vidax: interrupted: wrote %s with the %lld frames (%lld of %lld chunks) "
+            "finished before Ctrl-C, a playable video; settings in %s\n",
+            r.output.c_str(), static_cast<long long>(r.frames), static_cast<long long>(r.chunks),
+            static_cast<long long>(plan.rollout ? plan.rollout->chunks : 0), r.sidecar.c_str());
       } else {
         std::fprintf(stderr, "vidax: wrote %s (%lld frames, seed %llu) in %.1f s; settings in %s\n",
                      r.output.c_str(), static_cast<long long>(r.frames),
@@ -310,6 +411,8 @@ void register_generate(CLI::App& app, int argc, char** argv) {
       std::printf("%s\n", (a->prompts_file.empty() ? all.front() : all)
                               .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
                               .c_str());
+    for (const GenerationResult& r : results)
+      if (r.interrupted) throw CLI::RuntimeError(130);  // as a shell reports SIGINT
   });
 }
 

@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include <filesystem>
+
 #include "apps/vidax/commands.h"
 #include "io/safetensors.h"
 #include "models/clip/clip_checkpoint.h"
@@ -167,9 +169,29 @@ void inspect_expert_folder(const std::string& path) {
               problems(high), problems(low));
 }
 
+// Self-Forcing's folder: the causal DiT checkpoint and the base Wan model's components.
+void inspect_self_forcing_folder(const std::string& path) {
+  const ModelFiles f = resolve_model_files(path, {}, /*require_all=*/false);
+  std::printf("model folder: %s (%s layout)\n", path.c_str(), f.layout.c_str());
+  if (f.dit.empty()) {
+    std::printf("causal DiT:   (not found: expected checkpoints/self_forcing_dmd.pt)\n");
+  } else {
+    const auto ck = wan::DitCheckpoint::open(f.dit);
+    std::printf("causal DiT:   %s  %s\n", f.dit.c_str(), dit_summary(ck).c_str());
+    std::printf("rollout:      causal (generate --rollout)\n");
+  }
+  std::printf("text encoder: %s\n", f.t5.empty() ? "(not found)" : f.t5.c_str());
+  std::printf("vae:          %s\n", f.vae.empty() ? "(not found)" : f.vae.c_str());
+  std::printf("tokenizer:    %s\n", f.tokenizer.empty() ? "(not found)" : f.tokenizer.c_str());
+}
+
 void inspect(const std::string& path) {
   if (has_two_experts(path)) {
     inspect_expert_folder(path);
+    return;
+  }
+  if (std::filesystem::is_directory(std::filesystem::path(path) / "wan_models")) {
+    inspect_self_forcing_folder(path);
     return;
   }
   {
@@ -204,6 +226,8 @@ void inspect(const std::string& path) {
     auto p = wan::dit_preset(name);
     if (p && p->to_json() == c.to_json()) std::printf("preset:      %s\n", name.c_str());
   }
+  if (c.causal)
+    std::printf("causal:      yes: trained for autoregressive rollout (generate --rollout)\n");
   std::printf("config:      %s\n", c.to_json().c_str());
   std::printf("config from: %s\n", ck.config_source().c_str());
   std::printf("tensors:     %zu, %lld parameters (%.3f B), %.1f MiB\n", src.names().size(),

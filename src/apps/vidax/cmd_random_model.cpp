@@ -13,14 +13,15 @@ void register_random_model(CLI::App& app) {
     std::string dir, layout = "official", tokenizer, model = "t2v";
     uint64_t seed = 0;
     int64_t heads = 1;
-    bool experts = false;
+    bool experts = false, causal = false;
     std::string preset;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("random-model",
                                  "Write a tiny random Wan model folder in a published layout");
   cmd->add_option("dir", a->dir, "output folder")->required();
-  cmd->add_option("--layout", a->layout, "official | diffusers | comfyui (default official)");
+  cmd->add_option("--layout", a->layout,
+                  "official | diffusers | comfyui | self-forcing (default official)");
   cmd->add_option("--tokenizer", a->tokenizer, "spiece.model to ship with the model")->required();
   cmd->add_option("--seed", a->seed, "weight seed (default 0)");
   cmd->add_option("--model", a->model,
@@ -30,6 +31,9 @@ void register_random_model(CLI::App& app) {
                   "DiT attention heads: 1, 2 or 4 (default 1; more heads allow --mesh ulysses)");
   cmd->add_flag("--experts", a->experts,
                 "two DiT experts (high and low noise) in the layout's Wan 2.2 A14B places");
+  cmd->add_flag("--causal", a->causal,
+                "a causal DiT for `generate --rollout` (Self-Forcing's folder with --layout "
+                "self-forcing; else marked \"causal\" in the DiT's config)");
   cmd->add_option("--preset", a->preset,
                   "real-size random weights for this DiT preset (e.g. wan2.1-t2v-14b: 40 GB with "
                   "umT5-XXL and the VAE; official layout, safetensors), instead of a tiny model");
@@ -52,14 +56,18 @@ void register_random_model(CLI::App& app) {
           "width that RoPE's three axes split), got ",
           a->heads);
     spec.dit.num_heads = a->heads;
+    spec.dit.causal = a->causal;
+    if (a->layout == "self-forcing" && !a->causal)
+      throw_input_error("--layout self-forcing: writes a causal model; add --causal");
     write_random_model(a->dir, a->layout, spec, tokenizer.path());
     const std::string what = a->experts
                                  ? (a->model == "i2v" ? "Wan 2.2 I2V A14B-form (two experts)"
                                                       : "Wan 2.2 T2V A14B-form (two experts)")
                              : a->model == "ti2v" ? "Wan 2.2 TI2V-5B-form"
                                                   : "Wan 2.1 " + spec.dit.kind_name();
-    std::printf("wrote a tiny random %s model (%s layout) to %s\n", what.c_str(), a->layout.c_str(),
-                a->dir.c_str());
+    const std::string causal = a->causal ? " causal (Self-Forcing-form)" : "";
+    std::printf("wrote a tiny random%s %s model (%s layout) to %s\n", causal.c_str(), what.c_str(),
+                a->layout.c_str(), a->dir.c_str());
   });
 }
 

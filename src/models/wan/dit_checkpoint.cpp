@@ -1,5 +1,9 @@
 #include "models/wan/dit_checkpoint.h"
 
+#include <fstream>
+
+#include <filesystem>
+
 #include "dist/group.h"
 #include "dist/mesh.h"
 #include "dist/world.h"
@@ -55,6 +59,14 @@ const std::vector<std::pair<std::string, std::string>>& diffusers_renames() {
 
 const std::vector<CheckpointLayout>& dit_layouts() {
   static const std::vector<CheckpointLayout> table = {
+      {static_cast<int>(DitLayout::kSelfForcing),
+       "self-forcing",
+       [](const CheckpointNames& names) -> std::optional<std::string> {
+         for (const char* prefix : {"generator_ema.model.", "generator.model."})
+           if (names.any_starts_with(prefix)) return std::string(prefix);
+         return std::nullopt;
+       },
+       {}},
       {static_cast<int>(DitLayout::kComfyUI),
        "comfyui",
        [](const CheckpointNames& names) -> std::optional<std::string> {
@@ -98,14 +110,41 @@ std::string official_to_diffusers(const std::string& official) {
   return official;
 }
 
+namespace {
+
+// <folder>/checkpoints/X.pt of Self-Forcing's README layout -> <folder>/wan_models/<one
+// model>/config.json, when the checkpoint is in that layout and the file exists; else "".
+std::string self_forcing_base_config(const DitCheckpoint& ck, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (ck.layout() != DitLayout::kSelfForcing) return "";
+  std::error_code ec;
+  const fs::path models = fs::path(path).parent_path().parent_path() / "wan_models";
+  const fs::path preferred = models / "Wan2.1-T2V-1.3B" / "config.json";
+  if (fs::is_regular_file(preferred, ec)) return preferred.string();
+  std::vector<fs::path> found;
+  for (const auto& e : fs::directory_iterator(models, ec))
+    if (fs::is_regular_file(e.path() / "config.json", ec))
+      found.push_back(e.path() / "config.json");
+  return found.size() == 1 ? found[0].string() : "";
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_input_error(path, ": cannot read");
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
 DitCheckpoint DitCheckpoint::open(const std::string& path,
                                   const std::optional<DitConfig>& config_override) {
   DitCheckpoint ck;
   static_cast<Checkpoint&>(ck) =
       Checkpoint::open(path, dit_layouts(),
                        "not a Wan DiT checkpoint: expected 'blocks.0.self_attn.q.weight' "
-                       "(official), 'blocks.0.attn1.to_q.weight' (diffusers) or "
-                       "'model.diffusion_model.*' (ComfyUI)");
+                       "(official), 'blocks.0.attn1.to_q.weight' (diffusers), "
+                       "'model.diffusion_model.*' (ComfyUI) or 'generator_ema.model.*' "
+                       "(Self-Forcing)");
 
   // Config: explicit override, then config.json, then the file's metadata, then inference.
   // vidax-written and fixture files keep the official constructor kwargs in the metadata
@@ -124,6 +163,11 @@ DitCheckpoint DitCheckpoint::open(const std::string& path,
     }
     ck.config_ = dit_config_from_json(text->text, text->where);
     ck.config_source_ = text->source;
+  } else if (const std::string base = self_forcing_base_config(ck, path); !base.empty()) {
+    // Self-Forcing's folder: the checkpoint replaces the DiT of the base Wan model beside it,
+    // whose config.json describes the network (the head count is not in the shapes).
+    ck.config_ = dit_config_from_json(read_text_file(base), base);
+    ck.config_source_ = base;
   } else {
     ck.config_ = infer_dit_config([&](const std::string& n) { return ck.layout_shape(n); }, path);
     ck.config_source_ = "inferred from tensor shapes";
@@ -144,6 +188,7 @@ DitCheckpoint DitCheckpoint::open(const std::string& path,
     if (const auto pos = ck.layout_shape("img_emb.emb_pos");
         pos && ck.config_.clip_dim > 0 && pos->numel() % ck.config_.clip_dim == 0)
       ck.config_.flf_pos_tokens = pos->numel() / ck.config_.clip_dim;
+  if (ck.layout() == DitLayout::kSelfForcing) ck.config_.causal = true;
   ck.check(dit_tensor_decls(ck.config_), {});
   return ck;
 }

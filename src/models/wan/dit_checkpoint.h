@@ -20,7 +20,10 @@
 
 namespace vidax::wan {
 
-enum class DitLayout { kOfficial, kDiffusers, kComfyUI };
+// kSelfForcing: official names under `generator_ema.model.` (or `generator.model.`), the
+// state dicts of a Self-Forcing / CausVid training checkpoint (`self_forcing_dmd.pt`); the EMA
+// weights are taken when the file holds both. Such a DiT is causal (DitConfig::causal).
+enum class DitLayout { kOfficial, kDiffusers, kComfyUI, kSelfForcing };
 std::string layout_name(DitLayout layout);
 
 // Official name -> diffusers name (the conversion script's rename table, applied in order).

@@ -53,6 +53,7 @@ std::string DitConfig::to_json() const {
                       {"qk_norm", qk_norm},
                       {"cross_attn_norm", cross_attn_norm},
                       {"eps", eps}};
+  if (causal) j["causal"] = true;
   return j.dump();
 }
 
@@ -163,6 +164,7 @@ DitConfig dit_config_from_json(const std::string& json_text, const std::string& 
       throw_input_error(source, ": patch_size must be three integers [t, h, w]");
     for (size_t i = 0; i < 3; ++i) c.patch[i] = p[i].get<int64_t>();
   }
+  c.causal = get_or<bool>(j, "causal", false, source);
   if (j.contains("window_size") && j["window_size"].is_array()) {
     for (const auto& w : j["window_size"]) {
       if (!w.is_number_integer() || w.get<int64_t>() != -1)

@@ -38,6 +38,10 @@ struct DitConfig {
   // FLF2V (first-last-frame): the image branch adds a learnt position table `img_emb.emb_pos`
   // [1, flf_pos_tokens, clip_dim] to the CLIP tokens of both images (2 x 257); 0 otherwise.
   int64_t flf_pos_tokens = 0;
+  // Trained for causal (autoregressive) rollout: Self-Forcing / CausVid (docs/rollout.md). Set by
+  // a checkpoint in Self-Forcing's layout or a config with "causal": true (vidax's random causal
+  // models); the weights have the same names and shapes as a bidirectional Wan DiT.
+  bool causal = false;
 
   int64_t head_dim() const { return dim / num_heads; }
   // Cross-attention has the CLIP image branch (img_emb, k_img / v_img / norm_k_img).
