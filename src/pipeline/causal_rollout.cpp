@@ -23,6 +23,20 @@ RolloutPlan plan_rollout(const RolloutOptions& o, int64_t frames, int64_t frame_
     throw_input_error("--local-attn-size: ", o.local_attn_frames,
                       " (expected -1 for the global cache, or a window in latent frames)");
   if (o.sink_frames < -1) throw_input_error("--sink-size: ", o.sink_frames, " (expected >= 0)");
+  if (o.pbsa) {
+    if (o.local_attn_frames != -1 || o.sink_frames != -1)
+      throw_input_error("--local-attn-size / --sink-size: with --attention pbsa the window and ",
+                        "the sink are pbsa's options (", o.pbsa->spec(), ")");
+    p.rolling = true;
+    p.sink_frames = o.pbsa->sink_frames;
+    p.cache_frames = o.pbsa->sink_frames + o.pbsa->window_frames;
+    p.persistent_tokens = o.pbsa->persist_frames * frame_tokens;
+    if (o.pbsa->window_frames < o.chunk_frames)
+      throw_input_error("--attention ", o.pbsa->spec(), ": a window of ", o.pbsa->window_frames,
+                        " latent frames cannot hold one chunk of ", o.chunk_frames,
+                        " (the cache budget must exceed one chunk)");
+    return p;
+  }
   const int64_t reference_frames = std::max<int64_t>(1, kReferenceCacheTokens / frame_tokens);
   if (o.local_attn_frames == -1 && frames <= reference_frames) {
     p.rolling = false;  // the reference's global cache, sized to the video
@@ -70,6 +84,11 @@ CausalRollout::CausalRollout(wan::WanDit& dit, const Tensor& context, const Shap
   ko.capacity_frames = plan_.cache_frames;
   ko.sink_frames = plan_.sink_frames;
   ko.rolling = plan_.rolling;
+  ko.persistent_tokens = plan_.persistent_tokens;
+  if (options.pbsa) {
+    ko.block_tokens = options.pbsa->block;
+    ko.score_decay = options.pbsa->decay;
+  }
   const int tp = 1;  // one process (the DiT refuses sequence-parallel meshes for causal calls)
   cache_ = std::make_unique<wan::CausalKvCache>(static_cast<int>(c.num_layers),
                                                 c.num_heads / tp * c.head_dim(),
@@ -112,6 +131,7 @@ Tensor CausalRollout::step(const RolloutCapture& capture) {
   sample.kv_cache = cache_.get();
   sample.start_frame = f0;
   sample.steps = steps;
+  sample.pbsa = opt_.pbsa ? &*opt_.pbsa : nullptr;
   auto poll = [&] {
     if (cancelled_ && cancelled_()) throw Cancelled("the rollout was cancelled");
   };

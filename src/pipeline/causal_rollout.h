@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/tensor.h"
@@ -32,6 +33,7 @@
 #include "models/wan/dit.h"
 #include "sampling/rollout_schedule.h"
 #include "sampling/torch_randn.h"
+#include "sparse/pbsa.h"
 
 namespace vidax {
 
@@ -47,6 +49,9 @@ struct RolloutOptions {
   int64_t local_attn_frames = -1;
   int64_t sink_frames = -1;  // -1: 0 with an explicit window, chunk_frames with the default one
   bool clean_pass_last_chunk = true;  // inference.py runs it (demo.py does not); no effect
+  // Sparse Forcing's persistent block-sparse attention (sparse/pbsa.h): its window, sink and
+  // persistent room set the cache (local_attn_frames / sink_frames must stay -1). Unset: dense.
+  std::optional<sparse::PbsaOptions> pbsa;
   uint64_t seed = 0;
 };
 
@@ -55,6 +60,7 @@ struct RolloutPlan {
   int64_t chunks = 0, frame_tokens = 0;
   bool rolling = false;
   int64_t cache_frames = 0, sink_frames = 0;
+  int64_t persistent_tokens = 0;  // PBSA: rows of persistent blocks
   RolloutSchedule schedule;
 };
 

@@ -33,6 +33,7 @@
 #include "pipeline/rollout_run.h"
 #include "pipeline/text_to_video.h"
 #include "sampling/torch_randn.h"
+#include "sparse/pbsa.h"
 
 namespace vidax {
 namespace {
@@ -277,7 +278,10 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
   // one DiT (or one pair of experts, each loaded once per prompt) for the whole batch.
   const LatentGeometry& g = plan.latent;
   const std::shared_ptr<sparse::AttentionPolicy> attention =
-      o.attention_policy ? o.attention_policy : sparse::make_attention_policy(o.attention);
+      o.attention_policy ? o.attention_policy
+      : sparse::is_pbsa_spec(o.attention)
+          ? sparse::make_attention_policy("dense")  // a rollout's cache policy (plan.rollout)
+          : sparse::make_attention_policy(o.attention);
   std::vector<Tensor> latents(n);
   if (!plan.rollout) {
     // A DiT (or one expert), its weights resident or streamed under the budget (their loader
@@ -468,7 +472,9 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
         {"precision", precision_name(o.precision)},
         {"vae_precision", precision_name(o.vae_precision)},
         {"vae_tile", o.vae_tile},
-        {"attention_canonical", attention->name()},
+        {"attention_canonical", plan.rollout && plan.rollout_options.pbsa
+                                    ? plan.rollout_options.pbsa->spec()
+                                    : attention->name()},
         {"threads", omp_get_max_threads()},
         {"mesh", mesh != nullptr ? mesh->spec().str() : dist::MeshSpec{}.str()},
         {"processes", mesh != nullptr ? mesh->world().size() : 1},

@@ -1,5 +1,7 @@
 #include "pipeline/text_to_video.h"
 
+#include "sparse/pbsa.h"
+
 #include <omp.h>
 #include <pthread.h>
 #include <signal.h>
@@ -64,6 +66,8 @@ json rollout_json(const RolloutOptions& o, const RolloutPlan& p, double cache_by
           {"cache", p.rolling ? "rolling" : "global"},
           {"cache_frames", p.cache_frames},
           {"sink_frames", p.sink_frames},
+          {"persistent_tokens", p.persistent_tokens},
+          {"attention", o.pbsa ? o.pbsa->spec() : "dense"},
           {"cache_bytes", cache_bytes}};
 }
 
@@ -99,19 +103,22 @@ void plan_rollout_request(const GenerateOptions& o, GenerationPlan& plan,
     throw_input_error("--rollout: runs in one process (mesh ", o.ctx.mesh->spec().str(), ")");
   if (o.accel != "none" || o.accel_factory)
     throw_input_error("--rollout: step methods (--accel ", o.accel, ") do not apply");
-  if (o.attention != "dense" || o.attention_policy)
-    throw_input_error("--rollout: dense attention only (--attention ", o.attention, ")");
+  if ((o.attention != "dense" && !sparse::is_pbsa_spec(o.attention)) || o.attention_policy)
+    throw_input_error("--rollout: dense attention or pbsa (--attention ", o.attention, ")");
   if (o.weights_budget > 0 || o.sharded_weights)
     throw_input_error("--rollout: the DiT's weights stay resident (no --weights budget)");
   if (dc.patch[0] != 1) throw_input_error("--rollout: the DiT's temporal patch must be 1");
   plan.rollout_options = *o.rollout;
+  if (sparse::is_pbsa_spec(o.attention))
+    plan.rollout_options.pbsa = sparse::parse_pbsa_spec(o.attention);
   plan.rollout =
       plan_rollout(plan.rollout_options, plan.latent.frames,
                    (plan.latent.height / dc.patch[1]) * (plan.latent.width / dc.patch[2]));
   plan.rollout_cache_bytes =
       static_cast<double>(dc.num_layers) *
-      static_cast<double>(plan.rollout->cache_frames * plan.rollout->frame_tokens) * 2.0 *
-      static_cast<double>(dc.dim) * (o.precision == wan::Precision::kBF16 ? 2.0 : 4.0);
+      static_cast<double>(plan.rollout->cache_frames * plan.rollout->frame_tokens +
+                          plan.rollout->persistent_tokens) *
+      2.0 * static_cast<double>(dc.dim) * (o.precision == wan::Precision::kBF16 ? 2.0 : 4.0);
 }
 
 }  // namespace
@@ -244,7 +251,8 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   plan.seq_len = plan.latent.tokens;  // ceil(...) with one sequence-parallel rank
   if (o.rollout) plan_rollout_request(o, plan, dc);
   // A bad --attention spec fails here, before any weight is loaded.
-  if (!o.attention_policy) (void)sparse::make_attention_policy(o.attention);
+  if (!o.attention_policy && !(o.rollout && sparse::is_pbsa_spec(o.attention)))
+    (void)sparse::make_attention_policy(o.attention);
   // The step method likewise; generate always runs both CFG branches.
   plan.accel_run.dit = dc;
   plan.accel_run.steps = plan.denoise.steps;
@@ -447,6 +455,9 @@ std::string GenerationPlan::to_text() const {
       << "        cache " << (rollout->rolling ? "rolling " : "global ") << rollout->cache_frames
       << " frames";
     if (rollout->rolling) s << " (sink " << rollout->sink_frames << ")";
+    if (rollout_options.pbsa)
+      s << " + " << rollout->persistent_tokens << " rows of persistent blocks, "
+        << rollout_options.pbsa->spec();
     s << ", " << format_bytes(rollout_cache_bytes) << "\n";
   } else {
     s << "denoise " << defaults.family << ": " << denoise.sampler << ", " << denoise.steps

@@ -127,7 +127,7 @@ TEST(RolloutCli, BadRequestsAreRefusedWithOneLine) {
   expect_refused(sf + " --frames 21 --seconds 2", "--seconds");
   expect_refused(sf + " --frames 21 --force-causal", "--force-causal");
   expect_refused(sf + " --rollout --frames 21 --rollout-steps 1000,x", "--rollout-steps");
-  expect_refused(sf + " --rollout --frames 21 --attention svg", "dense attention only");
+  expect_refused(sf + " --rollout --frames 21 --attention svg", "dense attention or pbsa");
   // A bidirectional DiT rolls out when asked explicitly (mechanics only).
   TempDir out;
   const Result r = vidax("generate " + plain +

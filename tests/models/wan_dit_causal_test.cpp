@@ -227,3 +227,44 @@ TEST(WanDitCausal, RollsPastTheReferencesRopeTable) {
 
 }  // namespace
 }  // namespace vidax::wan
+
+namespace vidax::wan {
+namespace {
+
+TEST(KvCache, PersistentBlocksKeepTheMostSalientEvictedRowsInOrder) {
+  // 4 tokens a frame in blocks of 2, 1 sink frame + 2 window frames, room for 2 blocks.
+  KvCacheOptions o = cache_options(4, 3, 1, true);
+  o.persistent_tokens = 4;
+  o.block_tokens = 2;
+  o.score_decay = 1.0;
+  CausalKvCache cache(1, 1, false, o);
+  auto append = [&](int64_t frame) {  // one frame per chunk; each row holds its token
+    const KvCacheSlot s = cache.plan(frame * 4, 4);
+    cache.evict(0, s);
+    float* rows = cache.rows32(0);
+    for (int64_t r = s.write_begin; r < s.write_end; ++r)
+      rows[r * 2] = static_cast<float>(frame * 4 + r - s.write_begin);
+    cache.commit(s);
+  };
+  for (int64_t f = 0; f < 3; ++f) append(f);  // full: frames 0 (sink), 1, 2
+  cache.add_block_mass(6, 5.0);               // frame 1's second block is salient
+  cache.add_block_mass(4, 1.0);
+  append(3);  // evicts frame 1: both its blocks fit the room
+  EXPECT_EQ(cache.persistent_rows(), 4);
+  cache.add_block_mass(8, 9.0);  // frame 2's first block beats frame 1's first
+  append(4);                     // evicts frame 2: the room keeps blocks 6 and 8
+  ASSERT_EQ(cache.persistent_blocks().size(), 2u);
+  EXPECT_EQ(cache.persistent_blocks()[0].begin, 6);
+  EXPECT_EQ(cache.persistent_blocks()[1].begin, 8);
+  // [sink 0..3 | 6 7 8 9 | frames 3, 4], rows in absolute order, and token_of_row agrees.
+  const std::vector<float> want = {0, 1, 2, 3, 6, 7, 8, 9, 12, 13, 14, 15, 16, 17, 18, 19};
+  ASSERT_EQ(cache.local_end(), static_cast<int64_t>(want.size()));
+  for (int64_t r = 0; r < cache.local_end(); ++r) {
+    EXPECT_EQ(cache.rows32(0)[r * 2], want[static_cast<size_t>(r)]) << r;
+    EXPECT_EQ(cache.token_of_row(r), static_cast<int64_t>(want[static_cast<size_t>(r)])) << r;
+  }
+  EXPECT_EQ(cache.bytes(), 1.0 * (12 + 4) * 2 * 4);  // flat: sink + window + room
+}
+
+}  // namespace
+}  // namespace vidax::wan

@@ -177,3 +177,82 @@ TEST(CausalRollout, LinspaceIsTorchs) {
 
 }  // namespace
 }  // namespace vidax
+
+namespace vidax {
+namespace {
+
+wan::DitConfig tiny_dit() {
+  wan::DitConfig c;
+  c.dim = 128, c.num_heads = 2, c.ffn_dim = 192, c.num_layers = 2, c.text_len = 8;
+  c.text_dim = 16, c.freq_dim = 16;
+  return c;
+}
+
+std::vector<Tensor> roll(wan::WanDit& dit, const RolloutOptions& o, int64_t frames,
+                         double* cache_bytes = nullptr) {
+  const Tensor context = vidax::testing::random_tensor(Shape{5, 16}, 4);
+  CausalRollout r(dit, context, Shape{16, frames, 4, 6}, o);
+  std::vector<Tensor> chunks;
+  while (!r.done()) chunks.push_back(r.step());
+  if (cache_bytes) *cache_bytes = r.cache().bytes();
+  return chunks;
+}
+
+// PBSA with room for every evicted block and density 1 keeps the full cache's rows in its order:
+// the rollout is the global-cache rollout bit for bit, in fp32 and bf16.
+TEST(Pbsa, EveryBlockKeptEqualsTheFullCacheBitForBit) {
+  for (wan::Precision p : {wan::Precision::kFP32, wan::Precision::kBF16}) {
+    const wan::DitConfig c = tiny_dit();
+    wan::WanDit dit(c, wan::random_dit_weights(c, DType::kF32, 3), p);
+    RolloutOptions full;
+    full.seed = 9;
+    RolloutOptions pbsa = full;
+    pbsa.pbsa = sparse::parse_pbsa_spec("pbsa:window=3,sink=1,persist=100,density=1,block=5");
+    const auto a = roll(dit, full, 15), b = roll(dit, pbsa, 15);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(all_close(b[i], a[i], 0, 0, "chunk " + std::to_string(i)));
+  }
+}
+
+// A bounded persistent room and density < 1: the cache stays at sink + window + persist rows
+// whatever the length, the result changes but stays near the full cache's.
+TEST(Pbsa, BoundedCacheStaysFlatAndCloseToTheFullCache) {
+  const wan::DitConfig c = tiny_dit();
+  wan::WanDit dit(c, wan::random_dit_weights(c, DType::kF32, 3), wan::Precision::kFP32);
+  RolloutOptions full;
+  full.seed = 2;
+  RolloutOptions pbsa = full;
+  pbsa.pbsa = sparse::parse_pbsa_spec("pbsa:window=3,sink=1,persist=1,density=0.5,block=4");
+  double full_bytes = 0, short_bytes = 0, long_bytes = 0;
+  const auto a = roll(dit, full, 15, &full_bytes);
+  const auto b = roll(dit, pbsa, 15, &short_bytes);
+  (void)roll(dit, pbsa, 30, &long_bytes);
+  EXPECT_EQ(short_bytes, long_bytes);        // flat with length
+  EXPECT_LT(short_bytes, 0.5 * full_bytes);  // 5 of 15 frames' rows
+  double worst = 0;
+  bool differs = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, vidax::testing::max_rel_diff(b[i], a[i]));
+    differs = differs || !all_close(b[i], a[i], 0, 0);
+  }
+  EXPECT_TRUE(differs);
+  EXPECT_LT(worst, 0.5);  // random weights attend broadly; a sanity bound, not a quality claim
+}
+
+TEST(Pbsa, SpecsAreParsedAndCheckedAndRefusedWithTheWrongCacheFlags) {
+  const sparse::PbsaOptions d = sparse::parse_pbsa_spec("pbsa");
+  EXPECT_EQ(sparse::parse_pbsa_spec(d.spec()).spec(), d.spec());
+  EXPECT_THROW(sparse::parse_pbsa_spec("pbsa:density=2"), InputError);
+  EXPECT_THROW(sparse::parse_pbsa_spec("pbsa:windw=3"), InputError);
+  RolloutOptions o;
+  o.pbsa = d;
+  o.local_attn_frames = 6;
+  EXPECT_THROW(plan_rollout(o, 21, 6), InputError);
+  o.local_attn_frames = -1;
+  o.pbsa->window_frames = 2;  // smaller than a chunk
+  EXPECT_THROW(plan_rollout(o, 21, 6), InputError);
+}
+
+}  // namespace
+}  // namespace vidax

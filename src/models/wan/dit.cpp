@@ -551,6 +551,8 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
       (s.causal_block_frames > 0 && st.grid[0] % s.causal_block_frames != 0))
     throw_input_error("causal_block_frames: ", s.causal_block_frames, " does not divide the ",
                       st.grid[0], " latent frames of x");
+  if (s.pbsa != nullptr && s.kv_cache == nullptr)
+    throw_input_error("pbsa attention runs on a cached causal chunk (kv_cache)");
   if (s.causal_block_frames > 0 && s.kv_cache != nullptr)
     throw_input_error("a forward is either a cached chunk or block-causal, not both");
   st.block_causal_tokens = s.causal_block_frames * frame_tokens;
@@ -569,6 +571,8 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
     if (s.start_frame < 0) throw_input_error("start_frame: ", s.start_frame, " is negative");
     st.slot = kc.plan(s.start_frame * frame_tokens, L);
     st.kv_cache = &kc;
+    st.pbsa = s.pbsa;
+    if (s.pbsa) st.key_mass.assign(static_cast<size_t>(st.slot.local_end), 0.0);
     st.causal_first_token = s.start_frame * frame_tokens;
     // RoPE frame positions run on past the reference's 1024 (where its table ends): the table
     // grows, the angles of the positions it had are unchanged.
@@ -779,7 +783,12 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
       if (st.kv_cache != nullptr) st.kv_cache->invalidate();  // some layers wrote, some not
       throw;
     }
-    if (st.kv_cache != nullptr) st.kv_cache->commit(st.slot);
+    if (st.kv_cache != nullptr) {
+      st.kv_cache->commit(st.slot);
+      for (size_t r = 0; r < st.key_mass.size(); ++r)  // PBSA saliency, by absolute token
+        st.kv_cache->add_block_mass(st.kv_cache->token_of_row(static_cast<int64_t>(r)),
+                                    st.key_mass[r]);
+    }
     if (hooked) {
       float* r = residual.data();
       const float* x = m.x.data();

@@ -32,6 +32,7 @@ class Group;
 namespace vidax::sparse {
 class AttentionPolicy;
 struct AttentionDiagnostics;
+struct PbsaOptions;
 }  // namespace vidax::sparse
 
 namespace vidax::wan {
@@ -72,6 +73,10 @@ struct DitSample {
   // (the cache then holds this rank's heads). Null: a plain forward.
   CausalKvCache* kv_cache = nullptr;
   int64_t start_frame = 0;
+  // With kv_cache: Sparse Forcing's persistent block-sparse attention (sparse/pbsa.h) on this
+  // call: the saliency of the cached blocks is measured and added to the cache, and each query
+  // block attends to its share of the window's blocks. Null: dense over the whole cache.
+  const sparse::PbsaOptions* pbsa = nullptr;
   // A plain forward with block-causal self-attention: the tokens form chunks of this many latent
   // frames and each chunk attends to itself and the chunks before it (what a rollout with an
   // unbounded cache computes, in one call). 0: bidirectional.

@@ -16,6 +16,7 @@
 #include "core/profile.h"
 #include "dist/mesh.h"
 #include "dist/tensor_parallel.h"
+#include "kernels/cpu/block_sparse_attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/flash_attention.h"
 #include "models/wan/dit_impl.h"
@@ -443,37 +444,119 @@ void WanDit::Impl::feed_forward(int index, const DitBlockWeights& w, DitState& s
 }
 
 // A cached chunk (DitSample::kv_cache): its keys / values go into the cache's slot (after the
-// eviction of a rolling cache), then its queries attend to every valid row of the cache.
-void WanDit::Impl::causal_cached_attention(int index, const DitState& st, int64_t heads,
-                                           int64_t ldim) {
+// eviction of a rolling cache), then its queries attend to every valid row of the cache: densely,
+// or under PBSA (sparse/pbsa.h) to the blocks its mask keeps, after measuring the saliency of
+// the cached blocks.
+void WanDit::Impl::causal_cached_attention(int index, DitState& st, int64_t heads, int64_t ldim) {
   const int64_t rows = st.shard.per_rank, hd = cfg.head_dim();
   const bool bf16 = compute == DType::kBF16;
   CausalKvCache& kc = *st.kv_cache;
   const KvCacheSlot& slot = st.slot;
   profile::ScopedTimer pt("attention.kv_cache");
   kc.evict(index, slot);
-  AttentionDims d{};
-  d.q_len = rows;
-  d.kv_len = d.kv_valid = slot.local_end;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const auto row = static_cast<size_t>(2 * ldim);
+  void* cache = bf16 ? static_cast<void*>(kc.rows16(index)) : static_cast<void*>(kc.rows32(index));
+  for (int64_t r = 0; r < rows; ++r) {  // k | v of the row
+    const size_t dst = static_cast<size_t>(slot.write_begin + r) * row;
+    if (bf16) {
+      std::memcpy(static_cast<BFloat16*>(cache) + dst, qkv16.data() + r * 3 * ldim + ldim,
+                  sizeof(BFloat16) * row);
+    } else {
+      std::memcpy(static_cast<float*>(cache) + dst, qkv.data() + r * 3 * ldim + ldim,
+                  sizeof(float) * row);
+    }
+  }
+  const int64_t keys = slot.local_end;
+  const sparse::PbsaOptions* pbsa = st.pbsa;
+  if (pbsa != nullptr) {
+    profile::ScopedTimer pm("attention.pbsa_saliency");
+    if (bf16) {
+      sparse::sampled_key_mass(qkv.data(), 3 * ldim, rows, static_cast<const BFloat16*>(cache),
+                               2 * ldim, keys, heads, hd, scale, pbsa->samples, st.key_mass.data());
+    } else {
+      sparse::sampled_key_mass(qkv.data(), 3 * ldim, rows, static_cast<const float*>(cache),
+                               2 * ldim, keys, heads, hd, scale, pbsa->samples, st.key_mass.data());
+    }
+  }
+  if (pbsa == nullptr || pbsa->density >= 1.0) {
+    AttentionDims d{};
+    d.q_len = rows;
+    d.kv_len = d.kv_valid = keys;
+    d.heads = heads;
+    d.head_dim = hd;
+    d.q_stride = 3 * ldim;
+    d.k_stride = d.v_stride = 2 * ldim;
+    d.out_stride = ldim;
+    d.scale = scale;
+    if (bf16) {
+      const auto* c = static_cast<const BFloat16*>(cache);
+      flash_attention(qkv16.data(), c, c + ldim, attn.data(), d);
+    } else {
+      const auto* c = static_cast<const float*>(cache);
+      flash_attention(qkv.data(), c, c + ldim, attn.data(), d);
+    }
+    return;
+  }
+  // The cache's key blocks: the sink, the persistent blocks and the chunk's own rows always
+  // attended; the window's earlier frames in blocks chosen per query block.
+  const KvCacheOptions& co = kc.options();
+  const int64_t b = pbsa->block;
+  std::vector<sparse::PbsaKeyBlock> kb;
+  auto add_span = [&](int64_t begin, int64_t end, bool always, int64_t first_token) {
+    // Blocks of b tokens within each frame of absolute tokens [first_token, ...).
+    for (int64_t r = begin; r < end;) {
+      const int64_t t = first_token + (r - begin);
+      const int64_t frame_end = (t / co.frame_tokens + 1) * co.frame_tokens;
+      const int64_t n = std::min({b, end - r, frame_end - t});
+      kb.push_back({r, n, always});
+      r += n;
+    }
+  };
+  int64_t persistent = 0;
+  for (const KvBlock& p : slot.persistent) persistent += p.rows;
+  const int64_t sink = std::min(co.sink_frames * co.frame_tokens, slot.write_begin - persistent);
+  add_span(0, sink, true, 0);
+  for (int64_t r = sink; const KvBlock& p : slot.persistent) {
+    kb.push_back({r, p.rows, true});
+    r += p.rows;
+  }
+  const int64_t window_begin = sink + persistent;
+  add_span(window_begin, slot.write_begin, false,
+           slot.global_end - (slot.local_end - window_begin));
+  add_span(slot.write_begin, keys, true, slot.start);
+  BlockPartition kp;
+  kp.offsets.push_back(0);
+  for (const auto& k : kb) kp.offsets.push_back(k.begin + k.rows);
+  const BlockPartition qp = BlockPartition::uniform(rows, b);
+  BlockSparseDims d;
   d.heads = heads;
   d.head_dim = hd;
-  d.q_stride = 3 * ldim;
-  d.k_stride = d.v_stride = 2 * ldim;
-  d.out_stride = ldim;
-  d.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const auto row = static_cast<size_t>(2 * ldim);
+  d.kv_valid = keys;
+  d.scale = scale;
+  BlockSparseInput in;
+  in.stride = 2 * ldim;  // q is copied into rows of the cache's width
+  profile::ScopedTimer ps("attention.pbsa");
   if (bf16) {
-    BFloat16* cache = kc.rows16(index);
-    for (int64_t r = 0; r < rows; ++r)  // k | v of the row
-      std::memcpy(cache + static_cast<size_t>(slot.write_begin + r) * row,
-                  qkv16.data() + r * 3 * ldim + ldim, sizeof(BFloat16) * row);
-    flash_attention(qkv16.data(), cache, cache + ldim, attn.data(), d);
-  } else {
-    float* cache = kc.rows32(index);
+    const auto* c = static_cast<const BFloat16*>(cache);
+    const BlockMask mask =
+        sparse::pbsa_mask(qkv.data(), 3 * ldim, qp, c, 2 * ldim, kb, heads, hd, pbsa->density);
+    pbsa_q16.resize(static_cast<size_t>(rows) * row);
     for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(cache + static_cast<size_t>(slot.write_begin + r) * row,
-                  qkv.data() + r * 3 * ldim + ldim, sizeof(float) * row);
-    flash_attention(qkv.data(), cache, cache + ldim, attn.data(), d);
+      std::memcpy(pbsa_q16.data() + static_cast<size_t>(r) * row, qkv16.data() + r * 3 * ldim,
+                  sizeof(BFloat16) * static_cast<size_t>(ldim));
+    block_sparse_attention(pbsa_q16.data(), c, c + ldim, attn.data(), qp, kp, mask, nullptr, d, {},
+                           in);
+  } else {
+    const auto* c = static_cast<const float*>(cache);
+    const BlockMask mask =
+        sparse::pbsa_mask(qkv.data(), 3 * ldim, qp, c, 2 * ldim, kb, heads, hd, pbsa->density);
+    pbsa_q32.resize(static_cast<size_t>(rows) * row);
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(pbsa_q32.data() + static_cast<size_t>(r) * row, qkv.data() + r * 3 * ldim,
+                  sizeof(float) * static_cast<size_t>(ldim));
+    block_sparse_attention(pbsa_q32.data(), c, c + ldim, attn.data(), qp, kp, mask, nullptr, d, {},
+                           in);
   }
 }
 

@@ -16,6 +16,7 @@
 #include "models/wan/dit_sharded.h"
 #include "nn/linear.h"
 #include "sparse/attention_policy.h"
+#include "sparse/pbsa.h"
 #include "sparse/self_attention_op.h"
 
 namespace vidax::wan {
@@ -88,6 +89,8 @@ struct DitState {
   KvCacheSlot slot;
   int64_t causal_first_token = 0;
   int64_t block_causal_tokens = 0;
+  const sparse::PbsaOptions* pbsa = nullptr;
+  std::vector<double> key_mass;  // PBSA: attention mass per cache row, summed over layers
 };
 
 struct WanDit::Impl {
@@ -137,6 +140,8 @@ struct WanDit::Impl {
   std::array<int64_t, 2> kv_store_tokens{};
   Buffer<BFloat16> act16, qkv16, hidden16;
   Buffer<BFloat16> linear_in16;  // only linear_f32_in converts into this one
+  Buffer<float> pbsa_q32;        // PBSA: the chunk's q in rows of the cache's width
+  Buffer<BFloat16> pbsa_q16;
 
   std::unique_ptr<DitBlockWeights> load_block(const WeightFn& w, int64_t index) const;
   size_t stem_bytes() const;  // the weights outside the blocks (embeddings, head)
@@ -155,7 +160,7 @@ struct WanDit::Impl {
                       int64_t tokens, int64_t heads, int64_t first_head, float* out,
                       int64_t out_stride);
   // Self-attention of a cached causal chunk (DitState::kv_cache), into attn.
-  void causal_cached_attention(int index, const DitState& st, int64_t heads, int64_t ldim);
+  void causal_cached_attention(int index, DitState& st, int64_t heads, int64_t ldim);
   bool sequence_parallel() const;
   // Wan's q/k RMSNorm over all dim features of `rows` rows (row `stride`) of which this rank
   // holds its heads' columns (weight: their slice); under tp the statistics are all-reduced.
