@@ -331,6 +331,7 @@ void register_bench(CLI::App& app) {
   register_bench_accel(bench);
   register_bench_attention(bench);
   register_bench_comm(bench);
+  register_bench_rollout(bench);
   {
     auto* cmd = bench->add_subcommand("dit", "Time DiT forward passes at real model shapes");
     auto a = std::make_shared<BenchArgs>();

@@ -29,6 +29,7 @@ void register_bench_vae(CLI::App* bench);        // cmd_vae.cpp
 void register_bench_accel(CLI::App* bench);      // cmd_bench_accel.cpp
 void register_bench_attention(CLI::App* bench);  // cmd_bench_attention.cpp
 void register_bench_comm(CLI::App* bench);       // cmd_bench_comm.cpp
+void register_bench_rollout(CLI::App* bench);    // cmd_bench_rollout.cpp
 void register_synth(CLI::App& app);
 void register_calibrate(CLI::App& app);                     // cmd_calibrate.cpp
 void register_eval(CLI::App& app);                          // cmd_eval.cpp
