@@ -131,7 +131,11 @@ Tensor CausalRollout::step(const RolloutCapture& capture) {
   sample.kv_cache = cache_.get();
   sample.start_frame = f0;
   sample.steps = steps;
-  sample.pbsa = opt_.pbsa ? &*opt_.pbsa : nullptr;
+  // PBSA measures the saliency of the cached blocks at the clean pass only (its keys are the
+  // ones later chunks read); the denoising calls use its mask without measuring.
+  std::optional<sparse::PbsaOptions> no_measure = opt_.pbsa;
+  if (no_measure) no_measure->samples = 0;
+  sample.pbsa = no_measure ? &*no_measure : nullptr;
   auto poll = [&] {
     if (cancelled_ && cancelled_()) throw Cancelled("the rollout was cancelled");
   };
@@ -163,6 +167,7 @@ Tensor CausalRollout::step(const RolloutCapture& capture) {
   if (next_ + 1 < plan_.chunks || opt_.clean_pass_last_chunk) {
     poll();
     sample.x = x0;  // the clean pass: rewrites the chunk's keys / values from its latent
+    sample.pbsa = opt_.pbsa ? &*opt_.pbsa : nullptr;
     sample.t =
         Tensor::from_floats(std::vector<float>{static_cast<float>(opt_.context_noise)}, Shape{1});
     sample.step = steps;

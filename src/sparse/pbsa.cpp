@@ -28,7 +28,7 @@ PbsaOptions parse_pbsa_spec(const std::string& spec) {
   p.persist_frames = o.integer("persist", p.persist_frames, 0, 100000);
   p.density = o.number("density", p.density, 0.0, 1.0);
   p.block = o.integer("block", p.block, 1, 1 << 20);
-  p.samples = o.integer("samples", p.samples, 1, 1 << 20);
+  p.samples = o.integer("samples", p.samples, 0, 1 << 20);
   p.decay = o.number("decay", p.decay, 0.0, 1.0);
   o.finish();
   return p;
@@ -38,6 +38,20 @@ namespace {
 
 inline float load(float x) { return x; }
 inline float load(BFloat16 x) { return bf16_to_f32(x.bits); }
+
+// q . k over n values in 16 independent lanes (so the compiler vectorises it), then summed.
+template <typename K>
+float lane_dot(const float* q, const K* k, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  float acc[kLanes] = {};
+  int64_t d = 0;
+  for (; d + kLanes <= n; d += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] += q[d + l] * load(k[d + l]);
+  float sum = 0;
+  for (; d < n; ++d) sum += q[d] * load(k[d]);
+  for (float a : acc) sum += a;
+  return sum;
+}
 
 template <typename K>
 void key_mass(const float* q, int64_t q_stride, int64_t q_rows, const K* k, int64_t k_stride,
@@ -50,9 +64,7 @@ void key_mass(const float* q, int64_t q_stride, int64_t q_rows, const K* k, int6
       const float* qi = q + i * q_stride + h * hd;
       float top = -INFINITY;
       for (int64_t j = 0; j < keys; ++j) {
-        const K* kj = k + j * k_stride + h * hd;
-        float dot = 0;
-        for (int64_t d = 0; d < hd; ++d) dot += qi[d] * load(kj[d]);
+        const float dot = lane_dot(qi, k + j * k_stride + h * hd, hd);
         scores[static_cast<size_t>(j)] = dot * scale;
         top = std::max(top, dot * scale);
       }
@@ -109,9 +121,7 @@ BlockMask pbsa_mask(const float* q, int64_t q_stride, const BlockPartition& q_bl
         if (keys[static_cast<size_t>(b)].always) mask.set(h, qb, b, TileClass::kFull);
       for (size_t o = 0; o < optional.size(); ++o) {
         const float* m = kmean.data() + o * static_cast<size_t>(heads * hd) + h * hd;
-        float dot = 0;
-        for (int64_t d = 0; d < hd; ++d) dot += qmean[static_cast<size_t>(h * hd + d)] * m[d];
-        ranked[o] = {dot, optional[o]};
+        ranked[o] = {lane_dot(qmean.data() + h * hd, m, hd), optional[o]};
       }
       std::partial_sort(ranked.begin(), ranked.begin() + keep, ranked.end(),
                         [](const auto& a, const auto& b) {

@@ -4,10 +4,11 @@
 //  - Memory: the key/value cache rolls (a sink and a window of recent frames) and keeps, between
 //    them, the most salient blocks of the frames it evicts (models/wan/causal_kv_cache.h), so
 //    it stays at sink + window + persist frames' worth of rows however long the video is.
-//  - Saliency: at every chunk call, `samples` query rows spread over the chunk attend exactly to
-//    every cached key; each key block gathers the attention mass they give it (summed over heads
-//    and layers), and the scores decay at every new chunk. Evicted blocks compete with the
-//    persistent ones on that score.
+//  - Saliency: at each chunk's clean pass (the call that writes the keys later chunks read),
+//    `samples` query rows spread over the chunk attend exactly to every cached key; each key
+//    block gathers the attention mass they give it (summed over heads and layers), and the
+//    scores decay at every new chunk. Evicted blocks compete with the persistent ones on that
+//    score.
 //  - Compute: every query block attends in full to the sink, the persistent blocks and its own
 //    chunk, and to the `density` share of the window's earlier key blocks that score highest for
 //    it (per head: mean-pooled query block . mean-pooled key block), on the block-sparse

@@ -572,7 +572,8 @@ Tensor WanDit::forward(const DitSample& s, const CaptureFn& capture) {
     st.slot = kc.plan(s.start_frame * frame_tokens, L);
     st.kv_cache = &kc;
     st.pbsa = s.pbsa;
-    if (s.pbsa) st.key_mass.assign(static_cast<size_t>(st.slot.local_end), 0.0);
+    if (s.pbsa && s.pbsa->samples > 0)
+      st.key_mass.assign(static_cast<size_t>(st.slot.local_end), 0.0);
     st.causal_first_token = s.start_frame * frame_tokens;
     // RoPE frame positions run on past the reference's 1024 (where its table ends): the table
     // grows, the angles of the positions it had are unchanged.

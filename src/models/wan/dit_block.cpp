@@ -9,6 +9,7 @@
 // Under tensor parallelism (tp = T) a rank computes its H/T heads and ffn_dim/T hidden units:
 // `ldim` = dim/T columns of q, k, v and of the attention outputs; the row-split o, cross-o and
 // FFN-out give partial sums that reduce_partial completes (dist/tensor_parallel.h).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -469,7 +470,7 @@ void WanDit::Impl::causal_cached_attention(int index, DitState& st, int64_t head
   }
   const int64_t keys = slot.local_end;
   const sparse::PbsaOptions* pbsa = st.pbsa;
-  if (pbsa != nullptr) {
+  if (pbsa != nullptr && pbsa->samples > 0) {
     profile::ScopedTimer pm("attention.pbsa_saliency");
     if (bf16) {
       sparse::sampled_key_mass(qkv.data(), 3 * ldim, rows, static_cast<const BFloat16*>(cache),
@@ -537,26 +538,20 @@ void WanDit::Impl::causal_cached_attention(int index, DitState& st, int64_t head
   BlockSparseInput in;
   in.stride = 2 * ldim;  // q is copied into rows of the cache's width
   profile::ScopedTimer ps("attention.pbsa");
+  // The mask, then the chunk's q copied into rows of the cache's width, then the executor.
+  auto run = [&](const auto* c, auto& q_rows, const auto* q_src) {
+    const BlockMask mask =
+        sparse::pbsa_mask(qkv.data(), 3 * ldim, qp, c, 2 * ldim, kb, heads, hd, pbsa->density);
+    q_rows.resize(static_cast<size_t>(rows) * row);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(q_src + r * 3 * ldim, ldim, q_rows.data() + static_cast<size_t>(r) * row);
+    block_sparse_attention(q_rows.data(), c, c + ldim, attn.data(), qp, kp, mask, nullptr, d, {},
+                           in);
+  };
   if (bf16) {
-    const auto* c = static_cast<const BFloat16*>(cache);
-    const BlockMask mask =
-        sparse::pbsa_mask(qkv.data(), 3 * ldim, qp, c, 2 * ldim, kb, heads, hd, pbsa->density);
-    pbsa_q16.resize(static_cast<size_t>(rows) * row);
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(pbsa_q16.data() + static_cast<size_t>(r) * row, qkv16.data() + r * 3 * ldim,
-                  sizeof(BFloat16) * static_cast<size_t>(ldim));
-    block_sparse_attention(pbsa_q16.data(), c, c + ldim, attn.data(), qp, kp, mask, nullptr, d, {},
-                           in);
+    run(static_cast<const BFloat16*>(cache), pbsa_q16, qkv16.data());
   } else {
-    const auto* c = static_cast<const float*>(cache);
-    const BlockMask mask =
-        sparse::pbsa_mask(qkv.data(), 3 * ldim, qp, c, 2 * ldim, kb, heads, hd, pbsa->density);
-    pbsa_q32.resize(static_cast<size_t>(rows) * row);
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(pbsa_q32.data() + static_cast<size_t>(r) * row, qkv.data() + r * 3 * ldim,
-                  sizeof(float) * static_cast<size_t>(ldim));
-    block_sparse_attention(pbsa_q32.data(), c, c + ldim, attn.data(), qp, kp, mask, nullptr, d, {},
-                           in);
+    run(static_cast<const float*>(cache), pbsa_q32, qkv.data());
   }
 }
 
