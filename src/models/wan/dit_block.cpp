@@ -480,7 +480,42 @@ void WanDit::Impl::causal_cached_attention(int index, DitState& st, int64_t head
                                2 * ldim, keys, heads, hd, scale, pbsa->samples, st.key_mass.data());
     }
   }
-  if (pbsa == nullptr || pbsa->density >= 1.0) {
+  const KvCacheOptions& co = kc.options();
+  int64_t persistent = 0;
+  for (const KvBlock& p : slot.persistent) persistent += p.rows;
+  const int64_t sink = std::min(co.sink_frames * co.frame_tokens, slot.write_begin - persistent);
+  const int64_t window_begin = sink + persistent;
+  // PBSA's key blocks: the sink, the persistent blocks and the chunk's own rows always
+  // attended, the window's earlier frames in blocks of `block` tokens chosen per query block.
+  std::vector<sparse::PbsaKeyBlock> kb;
+  int64_t optional = 0;
+  if (pbsa != nullptr) {
+    const int64_t b = pbsa->block;
+    auto add_span = [&](int64_t begin, int64_t end, bool always, int64_t first_token) {
+      for (int64_t r = begin; r < end;) {  // blocks within each frame of absolute tokens
+        const int64_t t = first_token + (r - begin);
+        const int64_t frame_end = (t / co.frame_tokens + 1) * co.frame_tokens;
+        const int64_t n = std::min({b, end - r, frame_end - t});
+        kb.push_back({r, n, always});
+        optional += always ? 0 : 1;
+        r += n;
+      }
+    };
+    add_span(0, sink, true, 0);
+    for (int64_t r = sink; const KvBlock& p : slot.persistent) {
+      kb.push_back({r, p.rows, true});
+      r += p.rows;
+    }
+    add_span(window_begin, slot.write_begin, false,
+             slot.global_end - (slot.local_end - window_begin));
+    add_span(slot.write_begin, keys, true, slot.start);
+  }
+  // Dense when every block is kept anyway (density 1, or no earlier window frame yet): the dense
+  // kernel is the faster one over the same keys, in the same order.
+  const bool every_block =
+      pbsa == nullptr || std::ceil(pbsa->density * static_cast<double>(optional) - 1e-9) >=
+                             static_cast<double>(optional);
+  if (every_block) {
     AttentionDims d{};
     d.q_len = rows;
     d.kv_len = d.kv_valid = keys;
@@ -499,37 +534,10 @@ void WanDit::Impl::causal_cached_attention(int index, DitState& st, int64_t head
     }
     return;
   }
-  // The cache's key blocks: the sink, the persistent blocks and the chunk's own rows always
-  // attended; the window's earlier frames in blocks chosen per query block.
-  const KvCacheOptions& co = kc.options();
-  const int64_t b = pbsa->block;
-  std::vector<sparse::PbsaKeyBlock> kb;
-  auto add_span = [&](int64_t begin, int64_t end, bool always, int64_t first_token) {
-    // Blocks of b tokens within each frame of absolute tokens [first_token, ...).
-    for (int64_t r = begin; r < end;) {
-      const int64_t t = first_token + (r - begin);
-      const int64_t frame_end = (t / co.frame_tokens + 1) * co.frame_tokens;
-      const int64_t n = std::min({b, end - r, frame_end - t});
-      kb.push_back({r, n, always});
-      r += n;
-    }
-  };
-  int64_t persistent = 0;
-  for (const KvBlock& p : slot.persistent) persistent += p.rows;
-  const int64_t sink = std::min(co.sink_frames * co.frame_tokens, slot.write_begin - persistent);
-  add_span(0, sink, true, 0);
-  for (int64_t r = sink; const KvBlock& p : slot.persistent) {
-    kb.push_back({r, p.rows, true});
-    r += p.rows;
-  }
-  const int64_t window_begin = sink + persistent;
-  add_span(window_begin, slot.write_begin, false,
-           slot.global_end - (slot.local_end - window_begin));
-  add_span(slot.write_begin, keys, true, slot.start);
   BlockPartition kp;
   kp.offsets.push_back(0);
   for (const auto& k : kb) kp.offsets.push_back(k.begin + k.rows);
-  const BlockPartition qp = BlockPartition::uniform(rows, b);
+  const BlockPartition qp = BlockPartition::uniform(rows, pbsa->block);
   BlockSparseDims d;
   d.heads = heads;
   d.head_dim = hd;
