@@ -109,14 +109,14 @@ extern "C" void temp_cleanup_signal_handler(int signo) {
   errno = saved_errno;
 }
 
-volatile sig_atomic_t g_interrupt_requested = 0;
+std::atomic<int> g_interrupt_requested{0};  // lock-free: set in a handler, read by the run
+static_assert(std::atomic<int>::is_always_lock_free);
 
 extern "C" void graceful_interrupt_handler(int signo) {
-  if (g_interrupt_requested) {  // the second Ctrl-C: clean up and die
+  if (g_interrupt_requested.exchange(1) != 0) {  // the second Ctrl-C: clean up and die
     temp_cleanup_signal_handler(signo);
     return;
   }
-  g_interrupt_requested = 1;
   const int saved_errno = errno;
   static const char kMessage[] =
       "\nvidax: interrupted: finishing the frames done so far (Ctrl-C again to abort)\n";
@@ -133,13 +133,15 @@ void install_graceful_interrupt() {
   if (old.sa_handler == SIG_IGN) return;
   struct sigaction action {};
   action.sa_handler = graceful_interrupt_handler;
+  action.sa_flags = SA_RESTART;  // the run goes on after the first one: restart its system calls
   sigemptyset(&action.sa_mask);
+  sigaddset(&action.sa_mask, SIGINT);
   sigaddset(&action.sa_mask, SIGTERM);
   sigaddset(&action.sa_mask, SIGHUP);
   ::sigaction(SIGINT, &action, nullptr);
 }
 
-bool interrupt_requested() { return g_interrupt_requested != 0; }
+bool interrupt_requested() { return g_interrupt_requested.load() != 0; }
 
 TempPathGuard TempPathGuard::file(const std::string& path) {
   const int slot = claim_slot(path);

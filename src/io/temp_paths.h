@@ -60,9 +60,10 @@ class TempPathGuard {
 void install_temp_cleanup_handlers();
 
 // For runs that can stop early with a useful result (a streaming rollout publishes the chunks
-// it finished): after install_temp_cleanup_handlers(), makes the first SIGINT only set a flag
-// (and print that the run is finishing what it has; Ctrl-C again aborts) that the run polls
-// with interrupt_requested(); a second SIGINT, SIGTERM and SIGHUP clean up and die as before.
+// it finished, so it calls this once it has some): after install_temp_cleanup_handlers(), makes
+// the first SIGINT only set a flag (and print that the run is finishing what it has; Ctrl-C
+// again aborts) that the run polls with interrupt_requested(); a second SIGINT, SIGTERM and
+// SIGHUP clean up and die as before.
 void install_graceful_interrupt();
 bool interrupt_requested();
 

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <set>
 #include <string_view>
 #include <tuple>
 
@@ -137,8 +139,15 @@ TorchCheckpointIndex index_archive(const ZipArchive& zip) {
     return k == PickleKind::kNone || k == PickleKind::kBool || k == PickleKind::kInt ||
            k == PickleKind::kFloat || k == PickleKind::kString;
   };
+  // Each dict is visited once: a dict reached twice (shared through the memo, or recursive) is
+  // refused, so the tensors named never outnumber the pickle's items.
+  std::set<const PickleObject*> visited;
   auto add_dict = [&](auto& self, const PickleObject& dict, const std::string& prefix,
                       int depth) -> void {
+    if (!visited.insert(&dict).second)
+      throw_input_error(label, ": ", pkl.name, ": byte ", dict.offset, ": the dict under ",
+                        quote_name(prefix), " is reached twice (a shared or recursive dict is not ",
+                        "a state dict)");
     for (size_t i = 0; i + 1 < dict.items.size(); i += 2) {
       const PickleObject& key = g.at(dict.items[i]);
       const PickleObject& value = g.at(dict.items[i + 1]);

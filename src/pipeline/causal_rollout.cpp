@@ -55,6 +55,12 @@ RolloutPlan plan_rollout(const RolloutOptions& o, int64_t frames, int64_t frame_
     p.cache_frames = o.local_attn_frames;
     p.sink_frames = std::max<int64_t>(o.sink_frames, 0);
   }
+  if (p.cache_frames < p.sink_frames + o.chunk_frames && o.local_attn_frames == -1)
+    throw_input_error("rollout: the default window (the reference's ", kReferenceCacheTokens,
+                      " tokens) is ", p.cache_frames, " latent frames at ", frame_tokens,
+                      " tokens a frame, too few for the ", p.sink_frames,
+                      " sink frames and one chunk of ", o.chunk_frames,
+                      "; set --local-attn-size and --sink-size");
   if (p.cache_frames < p.sink_frames + o.chunk_frames)
     throw_input_error("--local-attn-size: a window of ", p.cache_frames,
                       " latent frames cannot hold the ", p.sink_frames,
@@ -112,6 +118,16 @@ Tensor CausalRollout::chunk_noise(TorchGenerator& gen, int64_t frames) {
 
 Tensor CausalRollout::step(const RolloutCapture& capture) {
   if (done()) throw_input_error("rollout: all ", plan_.chunks, " chunks are done");
+  if (failed_)
+    throw_input_error(
+        "rollout: a chunk failed or was cancelled part-way; the rollout cannot go on");
+  failed_ = true;  // until this chunk is complete
+  Tensor x0 = step_chunk(capture);
+  failed_ = false;
+  return x0;
+}
+
+Tensor CausalRollout::step_chunk(const RolloutCapture& capture) {
   const int64_t n = opt_.chunk_frames, f0 = next_ * n;
   // The chunk's frames of the initial noise. Drawn chunk by chunk: a frame is C x H x W values,
   // a multiple of 16 for every Wan latent, so the Box-Muller groups of the whole draw and of the
@@ -136,6 +152,7 @@ Tensor CausalRollout::step(const RolloutCapture& capture) {
   std::optional<sparse::PbsaOptions> no_measure = opt_.pbsa;
   if (no_measure) no_measure->samples = 0;
   sample.pbsa = no_measure ? &*no_measure : nullptr;
+  int64_t calls = 0;
   auto poll = [&] {
     if (cancelled_ && cancelled_()) throw Cancelled("the rollout was cancelled");
   };
@@ -145,7 +162,7 @@ Tensor CausalRollout::step(const RolloutCapture& capture) {
     sample.t = Tensor::from_floats(std::vector<float>{s.t[static_cast<size_t>(k)]}, Shape{1});
     sample.step = k;
     const Tensor flow = dit_.forward(sample);
-    ++dit_calls_;
+    ++calls;
     flow_to_x0(x.data<float>(), flow.data<float>(), s.x0_sigma[static_cast<size_t>(k)],
                x0.mutable_data<float>(), count);
     if (capture) {
@@ -167,14 +184,16 @@ Tensor CausalRollout::step(const RolloutCapture& capture) {
   if (next_ + 1 < plan_.chunks || opt_.clean_pass_last_chunk) {
     poll();
     sample.x = x0;  // the clean pass: rewrites the chunk's keys / values from its latent
-    sample.pbsa = opt_.pbsa ? &*opt_.pbsa : nullptr;
+    // (No persistent room: nothing would use the saliency.)
+    sample.pbsa = !opt_.pbsa ? nullptr : opt_.pbsa->persist_frames > 0 ? &*opt_.pbsa : &*no_measure;
     sample.t =
         Tensor::from_floats(std::vector<float>{static_cast<float>(opt_.context_noise)}, Shape{1});
     sample.step = steps;
     dit_.forward(sample);
-    ++dit_calls_;
+    ++calls;
   }
   ++next_;
+  dit_calls_ += calls;
   return x0;
 }
 

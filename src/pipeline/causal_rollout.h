@@ -90,10 +90,12 @@ class CausalRollout {
   // (the chunk is abandoned; the chunks returned before are complete).
   void set_cancel(std::function<bool()> cancelled) { cancelled_ = std::move(cancelled); }
   const wan::CausalKvCache& cache() const { return *cache_; }
+  // DiT calls of the chunks step() returned (an abandoned chunk's are not counted).
   int64_t dit_calls() const { return dit_calls_; }
 
  private:
   Tensor chunk_noise(TorchGenerator& gen, int64_t frames);  // [C, n, H, W] of a frame-major draw
+  Tensor step_chunk(const RolloutCapture& capture);
   wan::WanDit& dit_;
   Tensor context_;
   Shape shape_;
@@ -103,6 +105,7 @@ class CausalRollout {
   TorchGenerator init_gen_, step_gen_;
   Tensor whole_noise_;  // the initial noise when it cannot be drawn chunk by chunk
   std::function<bool()> cancelled_;
+  bool failed_ = false;  // a step() threw: the cache and the noise streams are mid-chunk
   int64_t next_ = 0, dit_calls_ = 0;
 };
 

@@ -392,6 +392,10 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
   }
   json hashes;
   for (size_t i = 0; i < n; ++i) {
+    if (i > 0 && results[i - 1].interrupted) {  // a rollout stopped by Ctrl-C ends the batch
+      results.resize(i);
+      break;
+    }
     GenerationResult& r = results[i];
     const std::string& output = items[i].output;
     const bool write_video = !output.empty() && output_rank;
@@ -399,7 +403,14 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
     std::unique_ptr<VideoWriter> writer = std::move(writers[i]);
     if (write_video && !writer) writer = VideoWriter::open(output, spec);
     if (plan.rollout && vae) {
-      run_rollout(o, plan, *roll_dit, *vae, contexts[i], items[i].seed, writer.get(), r, progress);
+      try {
+        run_rollout(o, plan, *roll_dit, *vae, contexts[i], items[i].seed, writer.get(), r,
+                    progress);
+      } catch (const Cancelled&) {
+        if (i == 0) throw;  // nothing was published
+        results.resize(i);  // the videos before this one are published
+        break;
+      }
     } else if (vae) {
       const auto t0 = Clock::now();
       progress.begin_phase(batch_label("decode", i, n), static_cast<int>(g.frames), "latent frame");

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "io/temp_paths.h"
 
 namespace vidax {
 
@@ -48,6 +49,7 @@ void run_rollout(const GenerateOptions& o, const GenerationPlan& plan, wan::WanD
         vo);
     r.decode_seconds += since(t1);
     ++r.chunks;
+    if (r.chunks == 1 && o.graceful_interrupt) install_graceful_interrupt();
     const int64_t made = r.frames - frames_before;
     progress.tick(static_cast<int>(r.frames),
                   since(t0) / static_cast<double>(std::max<int64_t>(made, 1)));

@@ -249,7 +249,12 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   plan.latent = latent_geometry(plan.video, vc.z_dim, vc.temporal_stride(), vc.spatial_stride(),
                                 dc.patch[0], dc.patch[1]);
   plan.seq_len = plan.latent.tokens;  // ceil(...) with one sequence-parallel rank
-  if (o.rollout) plan_rollout_request(o, plan, dc);
+  if (o.rollout) {
+    plan_rollout_request(o, plan, dc);
+  } else if (dc.causal) {
+    throw_input_error(o.files.dit, ": a causal (Self-Forcing / CausVid) DiT generates chunk by ",
+                      "chunk with --rollout; sampled bidirectionally it gives noise");
+  }
   // A bad --attention spec fails here, before any weight is loaded.
   if (!o.attention_policy && !(o.rollout && sparse::is_pbsa_spec(o.attention)))
     (void)sparse::make_attention_policy(o.attention);

@@ -100,6 +100,10 @@ struct GenerateOptions {
   // trained for it).
   std::optional<RolloutOptions> rollout;
   bool force_causal = false;
+  // With a rollout: once its first chunk is written, a first SIGINT only asks the run to publish
+  // what it has (io/temp_paths.h install_graceful_interrupt; poll it with `cancelled`). Before
+  // that, SIGINT leaves nothing as any other run.
+  bool graceful_interrupt = false;
   // Polled between units of work (each prompt encoded, each denoising step, each decoded chunk
   // of frames) and before each phase: when it returns true the run stops by throwing Cancelled
   // (core/error.h), leaving no output behind.
@@ -192,7 +196,8 @@ struct GenerationItem {
 // loads its experts per prompt, as one expert is held at a time), one VAE decodes each. Each
 // video is published with its sidecar as soon as it is decoded, so a failure later in the batch
 // keeps the videos already finished (and leaves no partial file). Every output is checked
-// before any work. Results in item order.
+// before any work. Results in item order; a rollout stopped by `cancelled` ends the batch with
+// the videos published so far (fewer results than items, the last one possibly interrupted).
 std::vector<GenerationResult> generate_batch(const GenerateOptions& options,
                                              const std::vector<GenerationItem>& items,
                                              const GenerationPlan& plan, Progress& progress);

@@ -27,7 +27,7 @@ PbsaOptions parse_pbsa_spec(const std::string& spec) {
   p.sink_frames = o.integer("sink", p.sink_frames, 0, 100000);
   p.persist_frames = o.integer("persist", p.persist_frames, 0, 100000);
   p.density = o.number("density", p.density, 0.0, 1.0);
-  p.block = o.integer("block", p.block, 1, 1 << 20);
+  p.block = o.integer("block", p.block, 16, 1 << 20);
   p.samples = o.integer("samples", p.samples, 0, 1 << 20);
   p.decay = o.number("decay", p.decay, 0.0, 1.0);
   o.finish();
@@ -121,7 +121,8 @@ BlockMask pbsa_mask(const float* q, int64_t q_stride, const BlockPartition& q_bl
         if (keys[static_cast<size_t>(b)].always) mask.set(h, qb, b, TileClass::kFull);
       for (size_t o = 0; o < optional.size(); ++o) {
         const float* m = kmean.data() + o * static_cast<size_t>(heads * hd) + h * hd;
-        ranked[o] = {lane_dot(qmean.data() + h * hd, m, hd), optional[o]};
+        const float dot = lane_dot(qmean.data() + h * hd, m, hd);
+        ranked[o] = {std::isnan(dot) ? -INFINITY : dot, optional[o]};
       }
       std::partial_sort(ranked.begin(), ranked.begin() + keep, ranked.end(),
                         [](const auto& a, const auto& b) {

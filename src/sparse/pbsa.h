@@ -36,7 +36,7 @@ struct PbsaOptions {
   int64_t sink_frames = 3;     // first frames always kept
   int64_t persist_frames = 3;  // room for persistent blocks, in frames' worth of rows
   double density = 0.5;        // share of the window's earlier key blocks per query block
-  int64_t block = 64;          // tokens per query / key block (a frame's last one ragged)
+  int64_t block = 64;          // tokens per query / key block, >= 16 (a frame's last one ragged)
   int64_t samples = 16;        // query rows per chunk call for the saliency
   double decay = 0.5;          // score decay per new chunk
   std::string spec() const;    // canonical "pbsa:window=9,sink=3,..."

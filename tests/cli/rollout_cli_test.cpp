@@ -122,6 +122,7 @@ TEST(RolloutCli, BadRequestsAreRefusedWithOneLine) {
   const std::string sf = "--model " + model_dir("self-forcing");
   const std::string plain = "--model " + model_dir("official");
   expect_refused(plain + " --rollout --frames 21", "bidirectional");
+  expect_refused(sf + " --frames 21", "--rollout");  // a causal DiT sampled bidirectionally
   expect_refused(sf + " --rollout --frames 13", "do not divide");
   expect_refused(sf + " --rollout --frames 21 --local-attn-size 3 --sink-size 1", "cannot hold");
   expect_refused(sf + " --frames 21 --seconds 2", "--seconds");

@@ -227,6 +227,22 @@ std::string one_tensor(std::string_view type = "FloatStorage", uint8_t numel = 4
   return pk::state_dict({{"w", pk::tensor(type, "0", numel, 0, {numel}, {1})}});
 }
 
+TEST(TorchCheckpoint, RefusesASharedNestedDict) {
+  // {"a": D, "b": D} with D = {"w": tensor} shared through the memo: walking every reference of
+  // such dicts could name exponentially many tensors from a tiny file.
+  const std::string inner = pk::str("w") + pk::tensor("FloatStorage", "0", 4, 0, {4}, {1});
+  const std::string pickle = pk::op(0x80) + pk::op(2) + pk::op('}') + pk::op('(') + pk::str("a") +
+                             pk::op('}') + pk::op('q') + pk::op(0) + pk::op('(') + inner +
+                             pk::op('u') + pk::str("b") + pk::op('h') + pk::op(0) + pk::op('u') +
+                             pk::op('.');
+  const std::string data = testing::floats_bytes({1, 2, 3, 4});
+  EXPECT_TRUE(throws_input_error(
+      [&] {
+        validate(make_pth(pickle, {{"0", data}}));
+      },
+      {"reached twice", "'b.'"}));
+}
+
 TEST(TorchCheckpoint, AcceptsMinimalAndDeflatedPickle) {
   const std::string data = testing::floats_bytes({1, 2, 3, 4});
   EXPECT_EQ(validate(make_pth(one_tensor(), {{"0", data}})).tensors.size(), 1u);

@@ -207,7 +207,7 @@ TEST(Pbsa, EveryBlockKeptEqualsTheFullCacheBitForBit) {
     RolloutOptions full;
     full.seed = 9;
     RolloutOptions pbsa = full;
-    pbsa.pbsa = sparse::parse_pbsa_spec("pbsa:window=3,sink=1,persist=100,density=1,block=5");
+    pbsa.pbsa = sparse::parse_pbsa_spec("pbsa:window=3,sink=1,persist=100,density=1,block=16");
     const auto a = roll(dit, full, 15), b = roll(dit, pbsa, 15);
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i)
@@ -223,7 +223,7 @@ TEST(Pbsa, BoundedCacheStaysFlatAndCloseToTheFullCache) {
   RolloutOptions full;
   full.seed = 2;
   RolloutOptions pbsa = full;
-  pbsa.pbsa = sparse::parse_pbsa_spec("pbsa:window=6,sink=1,persist=1,density=0.5,block=4");
+  pbsa.pbsa = sparse::parse_pbsa_spec("pbsa:window=6,sink=1,persist=1,density=0.5,block=16");
   double full_bytes = 0, short_bytes = 0, long_bytes = 0;
   const auto a = roll(dit, full, 15, &full_bytes);
   const auto b = roll(dit, pbsa, 15, &short_bytes);
@@ -240,7 +240,7 @@ TEST(Pbsa, BoundedCacheStaysFlatAndCloseToTheFullCache) {
   EXPECT_LT(worst, 0.5);  // random weights attend broadly; a sanity bound, not a quality claim
   // Nothing evicted (the window holds the whole video): only the block-sparse window differs.
   RolloutOptions sparse_only = full;
-  sparse_only.pbsa = sparse::parse_pbsa_spec("pbsa:window=12,sink=3,density=0.5,block=4");
+  sparse_only.pbsa = sparse::parse_pbsa_spec("pbsa:window=12,sink=3,density=0.5,block=16");
   const auto s = roll(dit, sparse_only, 15);
   bool sparse_differs = false;
   for (size_t i = 0; i < a.size(); ++i)
@@ -248,11 +248,24 @@ TEST(Pbsa, BoundedCacheStaysFlatAndCloseToTheFullCache) {
   EXPECT_TRUE(sparse_differs);
 }
 
+TEST(CausalRollout, ACancelledChunkEndsTheRollout) {
+  const wan::DitConfig c = tiny_dit();
+  wan::WanDit dit(c, wan::random_dit_weights(c, DType::kF32, 3), wan::Precision::kFP32);
+  CausalRollout r(dit, vidax::testing::random_tensor(Shape{5, 16}, 4), Shape{16, 9, 4, 6}, {});
+  (void)r.step();
+  int calls = 0;
+  r.set_cancel([&] { return ++calls == 3; });  // part-way through chunk 1
+  EXPECT_THROW(r.step(), Cancelled);
+  EXPECT_EQ(r.dit_calls(), 5);         // chunk 0's only
+  EXPECT_THROW(r.step(), InputError);  // the cache and noise are mid-chunk: no going on
+}
+
 TEST(Pbsa, SpecsAreParsedAndCheckedAndRefusedWithTheWrongCacheFlags) {
   const sparse::PbsaOptions d = sparse::parse_pbsa_spec("pbsa");
   EXPECT_EQ(sparse::parse_pbsa_spec(d.spec()).spec(), d.spec());
   EXPECT_THROW(sparse::parse_pbsa_spec("pbsa:density=2"), InputError);
   EXPECT_THROW(sparse::parse_pbsa_spec("pbsa:windw=3"), InputError);
+  EXPECT_THROW(sparse::parse_pbsa_spec("pbsa:block=1"), InputError);  // masks of 1-token blocks
   RolloutOptions o;
   o.pbsa = d;
   o.local_attn_frames = 6;

@@ -175,8 +175,8 @@ GenerateOptions to_options(const GenerateArgs& a) {
     r.schedule.steps = parse_step_list(a.rollout_steps, "--rollout-steps");
     r.schedule.warp = !a.no_warp;
     r.schedule.shift = a.rollout_shift;
-    if (a.chunk_frames < 1)
-      throw_input_error("--chunk-frames: expected >= 1, got ", a.chunk_frames);
+    if (a.chunk_frames < 1 || a.chunk_frames > 1024)
+      throw_input_error("--chunk-frames: expected 1..1024, got ", a.chunk_frames);
     if (a.seconds_given) {
       if (a.frames_given) throw_input_error("--seconds and --frames: give one of them");
       if (!(a.seconds > 0 && a.seconds <= 3600))
@@ -352,8 +352,8 @@ void register_generate(CLI::App& app, int argc, char** argv) {
     }
     require_fits(plan.memory, plan.available_bytes);
     install_temp_cleanup_handlers();
-    if (o.rollout) {  // Ctrl-C publishes the chunks finished so far
-      install_graceful_interrupt();
+    if (o.rollout) {  // Ctrl-C publishes the chunks finished so far (once there are some)
+      o.graceful_interrupt = true;
       o.cancelled = [] { return interrupt_requested(); };
     }
     Progress progress(stderr, output_rank && Progress::should_enable(a->progress));
@@ -411,8 +411,12 @@ void register_generate(CLI::App& app, int argc, char** argv) {
       std::printf("%s\n", (a->prompts_file.empty() ? all.front() : all)
                               .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
                               .c_str());
+    if (results.size() < items.size())
+      std::fprintf(stderr, "vidax: interrupted: %zu of %zu videos written\n", results.size(),
+                   items.size());
     for (const GenerationResult& r : results)
-      if (r.interrupted) throw CLI::RuntimeError(130);  // as a shell reports SIGINT
+      if (r.interrupted || results.size() < items.size())
+        throw CLI::RuntimeError(130);  // as a shell reports SIGINT
   });
 }
 

@@ -1,6 +1,7 @@
 #include "models/wan/causal_kv_cache.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -22,6 +23,12 @@ CausalKvCache::CausalKvCache(int layers, int64_t width, bool bf16, const KvCache
                       " persistent rows (a rolling cache keeps evicted blocks; expected >= 0)");
   if (opt_.block_tokens < 1)
     throw_input_error("kv cache: blocks of ", opt_.block_tokens, " tokens (expected >= 1)");
+  int64_t rows = 0, values = 0;
+  if (__builtin_mul_overflow(opt_.capacity_frames, opt_.frame_tokens, &rows) ||
+      __builtin_add_overflow(rows, opt_.persistent_tokens, &rows) ||
+      __builtin_mul_overflow(rows, 2 * width, &values) || values > (int64_t{1} << 46))
+    throw_input_error("kv cache: ", opt_.capacity_frames, " frames of ", opt_.frame_tokens,
+                      " tokens (+", opt_.persistent_tokens, " rows) is too large");
 }
 
 double CausalKvCache::bytes() const {
@@ -104,7 +111,8 @@ KvCacheSlot CausalKvCache::plan(int64_t start, int64_t count) const {
       // Persistent blocks: those held and the evicted ones compete on score for the room.
       std::vector<std::pair<KvBlock, int64_t>> candidates;  // block, its row now
       int64_t row = sink;
-      for (const KvBlock& b : persistent_) {
+      for (KvBlock b : persistent_) {
+        if (std::isnan(b.score)) b.score = -INFINITY;
         candidates.push_back({b, row});
         row += b.rows;
       }
@@ -114,6 +122,7 @@ KvCacheSlot CausalKvCache::plan(int64_t start, int64_t count) const {
           KvBlock b = block_of(t);
           const auto it = scores_.find(b.begin);
           b.score = it == scores_.end() ? 0 : it->second;
+          if (std::isnan(b.score)) b.score = -INFINITY;  // a diverged run ranks it last
           candidates.push_back({b, sink + p + (t - first)});
           t = b.begin + b.rows;
         }
@@ -153,9 +162,12 @@ KvCacheSlot CausalKvCache::plan(int64_t start, int64_t count) const {
     if (end != global_end_)
       throw_input_error("kv cache: a call over tokens [", start, ", ", end,
                         ") does not end where the cache ends (token ", global_end_, ")");
-    if (count > local_end_)
-      throw_input_error("kv cache: a call rewrites ", count, " rows of a cache holding ",
-                        local_end_);
+    const int64_t fixed = std::min(opt_.sink_frames * opt_.frame_tokens, local_end_) +
+                          persistent_rows();  // sink and persistent rows are never rewritten
+    const int64_t rewritable = global_end_ > local_end_ ? local_end_ - fixed : local_end_;
+    if (count > rewritable)
+      throw_input_error("kv cache: a call rewrites ", count, " rows of a cache whose window holds ",
+                        rewritable);
     s.persistent = persistent_;
     s.local_end = local_end_;
   }
@@ -234,7 +246,7 @@ void CausalKvCache::commit(const KvCacheSlot& slot) {
   global_end_ = slot.global_end;
   local_end_ = slot.local_end;
   persistent_ = slot.persistent;
-  if (new_chunk && opt_.persistent_tokens > 0) {
+  if (new_chunk) {
     // Scores decay at every new chunk; those of blocks no longer in the sink or window go.
     for (KvBlock& b : persistent_) b.score *= opt_.score_decay;
     const int64_t sink = std::min(opt_.sink_frames * opt_.frame_tokens, local_end_);
