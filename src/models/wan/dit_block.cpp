@@ -246,22 +246,11 @@ void WanDit::Impl::self_attention(int index, const DitBlockWeights& w, DitState&
     // kept ones for the rest).
     const size_t b = static_cast<size_t>(st.cfg_branch == 1 ? 1 : 0),
                  layer = static_cast<size_t>(index);
-    AttentionDims d{};
-    d.q_len = rows;
-    d.kv_len = d.kv_valid = st.tokens;
-    d.heads = heads;
-    d.head_dim = hd;
-    d.q_stride = 3 * ldim;
-    d.k_stride = d.v_stride = 2 * ldim;
-    d.out_stride = ldim;
-    d.scale = scale;
     profile::ScopedTimer pt("attention.subset");
     if (bf16) {
-      const BFloat16* store = kv_store16[b][layer].data();
-      flash_attention(qkv16.data(), store, store + ldim, attn.data(), d);
+      attend_to_kv_rows(kv_store16[b][layer].data(), rows, st.tokens, heads, ldim);
     } else {
-      const float* store = kv_store32[b][layer].data();
-      flash_attention(q, store, store + ldim, attn.data(), d);
+      attend_to_kv_rows(kv_store32[b][layer].data(), rows, st.tokens, heads, ldim);
     }
   } else if (!sequence_parallel()) {
     if (bf16) {
@@ -444,6 +433,29 @@ void WanDit::Impl::feed_forward(int index, const DitBlockWeights& w, DitState& s
   gated_add(st, x.data(), tmp.data(), dim, mod, 5);
 }
 
+// This call's queries (in qkv16 / qkv) over `keys` rows of k | v ([keys, 2 * ldim], the dtype
+// attention reads), densely, into attn: a token subset over the key/value store, a cached chunk
+// over its cache.
+template <typename T>
+void WanDit::Impl::attend_to_kv_rows(const T* kv, int64_t rows, int64_t keys, int64_t heads,
+                                     int64_t ldim) {
+  const int64_t hd = cfg.head_dim();
+  AttentionDims d{};
+  d.q_len = rows;
+  d.kv_len = d.kv_valid = keys;
+  d.heads = heads;
+  d.head_dim = hd;
+  d.q_stride = 3 * ldim;
+  d.k_stride = d.v_stride = 2 * ldim;
+  d.out_stride = ldim;
+  d.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    flash_attention(qkv16.data(), kv, kv + ldim, attn.data(), d);
+  } else {
+    flash_attention(qkv.data(), kv, kv + ldim, attn.data(), d);
+  }
+}
+
 // A cached chunk (DitSample::kv_cache): its keys / values go into the cache's slot (after the
 // eviction of a rolling cache), then its queries attend to every valid row of the cache: densely,
 // or under PBSA (sparse/pbsa.h) to the blocks its mask keeps, after measuring the saliency of
@@ -516,21 +528,10 @@ void WanDit::Impl::causal_cached_attention(int index, DitState& st, int64_t head
       pbsa == nullptr || std::ceil(pbsa->density * static_cast<double>(optional) - 1e-9) >=
                              static_cast<double>(optional);
   if (every_block) {
-    AttentionDims d{};
-    d.q_len = rows;
-    d.kv_len = d.kv_valid = keys;
-    d.heads = heads;
-    d.head_dim = hd;
-    d.q_stride = 3 * ldim;
-    d.k_stride = d.v_stride = 2 * ldim;
-    d.out_stride = ldim;
-    d.scale = scale;
     if (bf16) {
-      const auto* c = static_cast<const BFloat16*>(cache);
-      flash_attention(qkv16.data(), c, c + ldim, attn.data(), d);
+      attend_to_kv_rows(static_cast<const BFloat16*>(cache), rows, keys, heads, ldim);
     } else {
-      const auto* c = static_cast<const float*>(cache);
-      flash_attention(qkv.data(), c, c + ldim, attn.data(), d);
+      attend_to_kv_rows(static_cast<const float*>(cache), rows, keys, heads, ldim);
     }
     return;
   }

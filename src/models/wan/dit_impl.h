@@ -159,6 +159,10 @@ struct WanDit::Impl {
                       const float* q32, const float* k32, const float* v32, int64_t stride,
                       int64_t tokens, int64_t heads, int64_t first_head, float* out,
                       int64_t out_stride);
+  // Dense attention of this call's `rows` queries (qkv16 / qkv) over `keys` rows of k | v
+  // ([keys, 2 * ldim]), into attn: the key/value store (token subsets) and the causal cache.
+  template <typename T>
+  void attend_to_kv_rows(const T* kv, int64_t rows, int64_t keys, int64_t heads, int64_t ldim);
   // Self-attention of a cached causal chunk (DitState::kv_cache), into attn.
   void causal_cached_attention(int index, DitState& st, int64_t heads, int64_t ldim);
   bool sequence_parallel() const;
