@@ -77,7 +77,8 @@ Tensor stack_codes(const std::string& name, const std::vector<Tensor>& parts,
 
 Linear Linear::build(const std::string& name, const std::vector<Tensor>& weights,
                      const std::vector<Tensor>& biases, DType compute, GemmEpilogue epilogue,
-                     LinearSplit split, TpShard shard, const std::vector<float>& fp8_scales) {
+                     LinearSplit split, TpShard shard, const std::vector<float>& fp8_scales,
+                     bool presliced) {
   VIDAX_CHECK(!weights.empty() && (biases.empty() || biases.size() == weights.size()), name, ": ",
               weights.size(), " weights, ", biases.size(), " biases");
   VIDAX_CHECK(shard.size >= 1 && shard.rank >= 0 && shard.rank < shard.size, name, ": tp rank ",
@@ -96,7 +97,7 @@ Linear Linear::build(const std::string& name, const std::vector<Tensor>& weights
   std::vector<Tensor> parts, b_parts;
   for (size_t i = 0; i < weights.size(); ++i) {
     const Tensor& w = weights[i];
-    if (!sliced) {
+    if (!sliced || presliced) {
       parts.push_back(w);
       if (!biases.empty()) b_parts.push_back(biases[i]);
     } else if (!row) {

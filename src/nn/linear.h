@@ -42,9 +42,12 @@ class Linear : public PackedLinear {
   // not divide the sizes is an InputError.
   // With `fp8_scales` (one per part), `weights` are fp8 codes that stay fp8 in memory
   // (PackedLinear::fp8: part i's rows scaled by fp8_scales[i]).
+  // With `presliced`, `weights` and `biases` already are this rank's slices (as ShardedBlocks
+  // keeps them): nothing is cut, but the split still decides where the bias goes.
   static Linear build(const std::string& name, const std::vector<Tensor>& weights,
                       const std::vector<Tensor>& biases, DType compute, GemmEpilogue epilogue,
-                      LinearSplit split, TpShard shard, const std::vector<float>& fp8_scales = {});
+                      LinearSplit split, TpShard shard, const std::vector<float>& fp8_scales = {},
+                      bool presliced = false);
 
  private:
   LinearSplit split_ = LinearSplit::kReplicated;

@@ -65,9 +65,9 @@ double weight_bytes(const PlanRequest& r, const MeshSpec& m, bool sharded) {
   const double block = wan::WanDit::block_weight_bytes(c, r.precision, m.tp);
   const double layers = static_cast<double>(c.num_layers);
   if (!sharded) return stem * item + layers * block;
-  // Each sequence rank keeps 1/sp of every block's checkpoint bytes plus a window of two
-  // packed blocks (models/wan/dit_sharded.h).
-  return stem * item + layers * wan::dit_block_checkpoint_bytes(c, 2) / m.sp() + 2 * block;
+  // Each sequence rank keeps 1/sp of its tp slice of every block's checkpoint bytes plus a
+  // window of two packed blocks (models/wan/dit_sharded.h).
+  return stem * item + layers * wan::dit_block_checkpoint_bytes(c, 2, m.tp) / m.sp() + 2 * block;
 }
 
 double memory_need(const PlanRequest& r, const MeshSpec& m, bool sharded, int64_t tokens) {

@@ -183,15 +183,14 @@ TEST(DitMesh, ShardedWeightsEqualTheResidentModelAndHoldTheirShare) {
       EXPECT_EQ(st.window, 2);
       EXPECT_GE(st.loads, 3 * c.num_layers - 2);  // every block gathered at every forward
       if (p == wan::Precision::kFP32) {           // checkpoint bytes and packed bytes are both f32
-        // The replicas split whole tensors (not the tp slices): 1/N of all blocks' bytes, plus
-        // the window of two packed blocks of this tp rank.
+        // The replicas split their tp rank's slices: 1/(N tp) of all blocks' bytes, plus the
+        // window of two packed blocks of this tp rank.
         const double all = static_cast<double>(whole.weight_bytes() - stem.weight_bytes());
         const double held = static_cast<double>(sharded.weight_bytes() - stem.weight_bytes());
-        EXPECT_LE(held, all * (1.0 / replicas + 2.0 / (8.0 * spec.tp)) * 1.1) << spec.str();
-        if (spec.tp == 1) {
-          EXPECT_LT(held, static_cast<double>(resident.weight_bytes() - stem.weight_bytes()))
-              << spec.str();
-        }
+        EXPECT_LE(held, all * (1.0 / (replicas * spec.tp) + 2.0 / (8.0 * spec.tp)) * 1.1)
+            << spec.str();
+        EXPECT_LT(held, static_cast<double>(resident.weight_bytes() - stem.weight_bytes()))
+            << spec.str();
       }
       whole.set_context({});
     }
@@ -282,6 +281,17 @@ TEST(DitMesh, FixturesMatchOnEveryMesh) {
       Mesh mesh(spec, world());
       std::unique_ptr<wan::WanDit> shard;
       wan::WanDit& ranked = model_for(mesh, model, ck.loader(), shard);
+      // --weights sharded over the sequence ranks (the tp slices of the checkpoint's stored
+      // tensors, i2v's image branch included) gives the resident shard's bits.
+      std::unique_ptr<wan::WanDit> sharded;
+      if (spec.sp() >= 2) {
+        ExecContext ctx;
+        ctx.mesh = &mesh;
+        wan::WeightResidency residency;
+        residency.shard_group = wan::weight_shard_group(ctx);
+        sharded = std::make_unique<wan::WanDit>(ck.config(), ck.loader(), wan::Precision::kFP32,
+                                                ctx, residency);
+      }
       for (const char* call : {"call0", "call1"}) {
         wan::DitSample s;
         s.x = io.tensor("x");
@@ -291,7 +301,12 @@ TEST(DitMesh, FixturesMatchOnEveryMesh) {
         Tensor t = io.tensor(std::string(call) + ".t");
         if (t.rank() == 2) t = t.select(0, 0).contiguous();  // [1, L] -> [L]
         s.t = t;
-        const auto got = ranked.forward(s).to_float_vector();
+        const Tensor out = ranked.forward(s);
+        if (sharded) {
+          EXPECT_EQ(vidax::testing::max_rel_diff(sharded->forward(s), out), 0.0)
+              << f.io << " " << call << " " << spec.str() << " sharded";
+        }
+        const auto got = out.to_float_vector();
         const auto ref = io.tensor(std::string(call) + ".out").to_float_vector();
         ASSERT_EQ(got.size(), ref.size());
         for (size_t i = 0; i < ref.size(); ++i)

@@ -56,7 +56,8 @@ Precision parse_precision(const std::string& text, const std::string& flag) {
 }
 
 // Block `i`'s weights, this rank's tensor-parallel share (nn/linear.h).
-std::unique_ptr<DitBlockWeights> WanDit::Impl::load_block(const WeightFn& w, int64_t i) const {
+std::unique_ptr<DitBlockWeights> WanDit::Impl::load_block(const WeightFn& w, int64_t i,
+                                                          bool presliced) const {
   const DitConfig& config = cfg;
   const DType cd = compute;
   const int64_t dim = config.dim;
@@ -83,8 +84,9 @@ std::unique_ptr<DitBlockWeights> WanDit::Impl::load_block(const WeightFn& w, int
       if (fp8_scales.empty()) ws.push_back(W(p));
       bs.push_back(B(p));
     }
-    return Linear::build(b + name, ws, bs, cd, epilogue, split, tp, fp8_scales);
+    return Linear::build(b + name, ws, bs, cd, epilogue, split, tp, fp8_scales, presliced);
   };
+  const TpShard norm_tp = presliced ? TpShard{} : tp;  // norm weights: sliced here or already
   constexpr LinearSplit kCol = LinearSplit::kColumn, kRow = LinearSplit::kRow;
   bw.qkv = linear("self_attn.qkv", {"self_attn.q", "self_attn.k", "self_attn.v"}, kCol);
   bw.o = linear("self_attn.o", {"self_attn.o"}, kRow);
@@ -93,15 +95,15 @@ std::unique_ptr<DitBlockWeights> WanDit::Impl::load_block(const WeightFn& w, int
   bw.cross_o = linear("cross_attn.o", {"cross_attn.o"}, kRow);
   // Wan's q/k RMSNorm spans all heads: each rank keeps the weights of its own heads.
   if (config.qk_norm) {
-    bw.norm_q = shard_vector(vec(w, b + "self_attn.norm_q.weight"), tp);
-    bw.norm_k = shard_vector(vec(w, b + "self_attn.norm_k.weight"), tp);
-    bw.cross_norm_q = shard_vector(vec(w, b + "cross_attn.norm_q.weight"), tp);
-    bw.cross_norm_k = shard_vector(vec(w, b + "cross_attn.norm_k.weight"), tp);
+    bw.norm_q = shard_vector(vec(w, b + "self_attn.norm_q.weight"), norm_tp);
+    bw.norm_k = shard_vector(vec(w, b + "self_attn.norm_k.weight"), norm_tp);
+    bw.cross_norm_q = shard_vector(vec(w, b + "cross_attn.norm_q.weight"), norm_tp);
+    bw.cross_norm_k = shard_vector(vec(w, b + "cross_attn.norm_k.weight"), norm_tp);
   }
   if (config.image_branch()) {
     bw.cross_kv_img = linear("cross_attn.kv_img", {"cross_attn.k_img", "cross_attn.v_img"}, kCol);
     if (config.qk_norm)
-      bw.cross_norm_k_img = shard_vector(vec(w, b + "cross_attn.norm_k_img.weight"), tp);
+      bw.cross_norm_k_img = shard_vector(vec(w, b + "cross_attn.norm_k_img.weight"), norm_tp);
   }
   if (config.cross_attn_norm) {
     bw.norm3_weight = vec(w, b + "norm3.weight");
@@ -216,14 +218,14 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision,
       throw_input_error(
           "--weights sharded keeps the checkpoint's bytes; with --keep-fp8 use "
           "the resident or streamed modes");
-    m.sharded = std::make_unique<ShardedBlocks>(config, w, residency.shard_group);
+    m.sharded = std::make_unique<ShardedBlocks>(config, w, residency.shard_group, m.tp);
     pinned = 0;
     window = n >= 2 ? 2 : n;
   }
   Impl* impl = &m;
   PrefetchStream<DitBlockWeights>::LoadFn load;
   if (m.sharded) {
-    load = [impl](int i) { return impl->load_block(impl->sharded->gather(i), i); };
+    load = [impl](int i) { return impl->load_block(impl->sharded->gather(i), i, true); };
   } else if (residency.budget_bytes > 0) {
     load = [impl](int i) { return impl->load_block(impl->weights_fn, i); };
   } else {  // every block is loaded here, before the constructor returns

@@ -143,7 +143,9 @@ struct WanDit::Impl {
   Buffer<float> pbsa_q32;        // PBSA: the chunk's q in rows of the cache's width
   Buffer<BFloat16> pbsa_q16;
 
-  std::unique_ptr<DitBlockWeights> load_block(const WeightFn& w, int64_t index) const;
+  // `presliced`: `w` serves this rank's tensor-parallel slices already (ShardedBlocks).
+  std::unique_ptr<DitBlockWeights> load_block(const WeightFn& w, int64_t index,
+                                              bool presliced = false) const;
   size_t stem_bytes() const;  // the weights outside the blocks (embeddings, head)
 
   // The block as ops (dit_block.cpp): modulation vectors, then the three residual branches.

@@ -37,9 +37,10 @@ class BlockLinears {
     VIDAX_CHECK(false, "dit_schedule: no declared tensor ", weight);
     return {};
   }
+  // Elements of one block as a tp rank holds it in the checkpoint's layout (ShardedBlocks).
   double checkpoint_elements() const {
     double n = 0;
-    for (const auto& d : decls_) n += static_cast<double>(d.shape.numel());
+    for (const auto& d : decls_) n += static_cast<double>(shard_slice(d, 0, tp_).shape.numel());
     return n;
   }
 
@@ -92,8 +93,8 @@ int64_t context_rows(const DitConfig& c, int64_t context_tokens) {
 
 }  // namespace
 
-double dit_block_checkpoint_bytes(const DitConfig& config, double item_bytes) {
-  return BlockLinears(config, 1).checkpoint_elements() * item_bytes;
+double dit_block_checkpoint_bytes(const DitConfig& config, double item_bytes, int tp) {
+  return BlockLinears(config, tp).checkpoint_elements() * item_bytes;
 }
 
 dist::Schedule dit_forward_schedule(const DitConfig& c, const DitScheduleRequest& req,
@@ -196,12 +197,12 @@ dist::Schedule dit_forward_schedule(const DitConfig& c, const DitScheduleRequest
   o.push_back(memory("gated_add", r * dim * 12));
   if (req.sharded_weights && sp > 1) {
     ScheduledOp g = collective("shard.gather", CollectiveKind::kAllGather, MeshAxis::kSp,
-                               dit_block_checkpoint_bytes(c, req.checkpoint_item_bytes) / sp);
+                               dit_block_checkpoint_bytes(c, req.checkpoint_item_bytes, T) / sp);
     g.overlapped = true;
     o.push_back(g);
     // The loader thread then builds this rank's (tp slice of the) block from the gathered bytes.
     ScheduledOp pack =
-        memory("shard.pack", dit_block_checkpoint_bytes(c, req.checkpoint_item_bytes) / T);
+        memory("shard.pack", dit_block_checkpoint_bytes(c, req.checkpoint_item_bytes, T));
     pack.cls = OpClass::kPack;
     pack.overlapped = true;
     o.push_back(pack);

@@ -43,8 +43,9 @@ dist::Schedule dit_forward_schedule(const DitConfig& config, const DitScheduleRe
 dist::Schedule dit_step_schedule(const DitConfig& config, const DitScheduleRequest& request,
                                  const dist::MeshSpec& mesh);
 
-// Bytes of one block's weights in the checkpoint (all tensors of `blocks.0.`), as --weights
-// sharded gathers them (before its per-rank alignment).
-double dit_block_checkpoint_bytes(const DitConfig& config, double item_bytes);
+// Bytes of one block's weights in the checkpoint (all tensors of `blocks.0.`), as one rank of tp
+// degree `tp` holds them (its slice of each split tensor) and --weights sharded gathers them
+// (before its per-rank alignment).
+double dit_block_checkpoint_bytes(const DitConfig& config, double item_bytes, int tp = 1);
 
 }  // namespace vidax::wan

@@ -14,10 +14,22 @@ namespace {
 constexpr size_t kAlign = 64;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+// Tensor-parallel rank `tp`'s part of the declared tensor `t` (io/tensor_decl.h), contiguous;
+// the whole tensor when it is replicated. A vector is cut in any stored shape.
+Tensor tp_slice(const TensorDecl& d, const Tensor& t, TpShard tp) {
+  const ShardSlice s = shard_slice(d, tp.rank, tp.size);
+  if (s.dim < 0) return t.contiguous();
+  Tensor whole = t.contiguous();
+  if (d.role == TensorRole::kVector) whole = whole.reshape(Shape{whole.numel()});
+  if (whole.rank() <= s.dim || whole.dim(s.dim) != d.shape[s.dim])
+    throw_input_error(d.name, ": expected ", d.shape.str(), " to cut for tp, got ", t.describe());
+  return whole.slice(s.dim, s.begin, s.begin + s.length).contiguous();
+}
+
 }  // namespace
 
 ShardedBlocks::ShardedBlocks(const DitConfig& config, const WeightFn& w,
-                             std::shared_ptr<dist::Group> group)
+                             std::shared_ptr<dist::Group> group, TpShard tp)
     : group_(std::move(group)) {
   const auto size = static_cast<size_t>(group_->size());
   const auto rank = static_cast<size_t>(group_->rank());
@@ -30,11 +42,12 @@ ShardedBlocks::ShardedBlocks(const DitConfig& config, const WeightFn& w,
   }
   for (size_t i = 0; i < blocks_.size(); ++i) {
     Block& b = blocks_[i];
-    // The layout first (shapes and dtypes as the checkpoint gives them), then this rank's bytes.
+    // The layout first (shapes and dtypes as the checkpoint gives them, cut to the tp rank's
+    // slice), then this rank's bytes.
     std::vector<Tensor> tensors;
     size_t total = 0;
     for (const TensorDecl& d : decls[i]) {
-      Tensor t = w(d.name).contiguous();
+      Tensor t = tp_slice(d, w(d.name), tp);
       b.entries.push_back({d.name, t.shape(), t.dtype(), total});
       total = align_up(total + t.nbytes());
       tensors.push_back(std::move(t));
