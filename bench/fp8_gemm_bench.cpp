@@ -1,6 +1,7 @@
-// fp8 weights kept fp8 (PackedLinear::fp8: codes widened per call, scale after the GEMM) against
-// the same weights converted to bf16 at load (PackedLinear, bf16), at Wan FFN shapes with 1,950
-// rows (17 frames 416x240). The difference is the per-call widening of the codes.
+// fp8 weights kept fp8 (PackedLinear::kept: on AMX widened per panel chunk inside the kernel,
+// scale in its epilogue; elsewhere widened per call, scale after the GEMM) against the same
+// weights converted to bf16 at load (PackedLinear, bf16), at Wan FFN shapes with 1,950 rows (17
+// frames 416x240) and with a few rows. The difference is the widening of the codes.
 //   OMP_NUM_THREADS=2 vidax_microbench --benchmark_filter=Fp8 --benchmark_repetitions=3
 #include <benchmark/benchmark.h>
 
@@ -40,7 +41,7 @@ const Fp8Inputs& fp8_inputs(int64_t m, int64_t k, int64_t n) {
       c[i] = f32_to_f8e4m3(dist(gen) * 30.0f);
       w.mutable_data<float>()[i] = f8e4m3_to_f32(c[i]) * scale;
     }
-    slot->kept = std::make_unique<PackedLinear>(PackedLinear::fp8(
+    slot->kept = std::make_unique<PackedLinear>(PackedLinear::kept(
         codes, std::vector<float>(static_cast<size_t>(n), scale), Tensor(), DType::kBF16));
     slot->converted = std::make_unique<PackedLinear>(w, Tensor(), DType::kBF16);
   }

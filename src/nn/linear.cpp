@@ -50,14 +50,15 @@ Tensor stack_vectors(const std::vector<Tensor>& parts) {
 
 namespace {
 
-// Stacks fp8 code parts [N_i, K] (views allowed) into one [sum N_i, K] and the per-row scales.
+// Stacks kept code parts [N_i, K] (fp8 or fp16; views allowed) into one [sum N_i, K] and the
+// per-row scales.
 Tensor stack_codes(const std::string& name, const std::vector<Tensor>& parts,
                    const std::vector<float>& scales, std::vector<float>& row_scale) {
   int64_t rows = 0;
   const int64_t k = parts.front().dim(1);
   for (const auto& p : parts) {
     if (p.rank() != 2 || p.dim(1) != k || p.dtype() != parts.front().dtype())
-      throw_input_error(name, ": fused fp8 parts must be [N, ", k, "] of one fp8 dtype, got ",
+      throw_input_error(name, ": fused kept parts must be [N, ", k, "] of one dtype, got ",
                         p.describe());
     rows += p.dim(0);
   }
@@ -66,8 +67,8 @@ Tensor stack_codes(const std::string& name, const std::vector<Tensor>& parts,
   row_scale.clear();
   for (size_t i = 0; i < parts.size(); ++i) {
     const Tensor c = parts[i].contiguous();
-    std::memcpy(dst, c.raw_data(), static_cast<size_t>(c.numel()));
-    dst += c.numel();
+    std::memcpy(dst, c.raw_data(), c.nbytes());
+    dst += c.nbytes();
     row_scale.insert(row_scale.end(), static_cast<size_t>(c.dim(0)), scales[i]);
   }
   return out;
@@ -114,11 +115,11 @@ Linear Linear::build(const std::string& name, const std::vector<Tensor>& weights
   if (fp8_scales.empty()) {
     out =
         Linear(PackedLinear(stack_rows(name, parts, compute), gemm_bias, compute, epilogue), split);
-  } else {  // the codes stay fp8, each part with its own scale
+  } else {  // the codes stay as stored (fp8, or fp16), each part with its own scale
     std::vector<float> row_scale;
     const Tensor codes = stack_codes(name, parts, fp8_scales, row_scale);
-    out =
-        Linear(PackedLinear::fp8(codes, std::move(row_scale), gemm_bias, compute, epilogue), split);
+    out = Linear(PackedLinear::kept(codes, std::move(row_scale), gemm_bias, compute, epilogue),
+                 split);
   }
   if (row && !biases.empty()) out.bias_after_reduce_ = biases.front().to_float_vector();
   return out;

@@ -40,8 +40,9 @@ class Linear : public PackedLinear {
   // becomes this rank's q|k|v heads); a row split (one part) takes its columns. Only those
   // slices are read from the (mapped) source tensors. `name` labels errors: a split that does
   // not divide the sizes is an InputError.
-  // With `fp8_scales` (one per part), `weights` are fp8 codes that stay fp8 in memory
-  // (PackedLinear::fp8: part i's rows scaled by fp8_scales[i]).
+  // With `fp8_scales` (one per part), `weights` are fp8 codes that stay fp8 in memory, or fp16
+  // weights kept fp16 for f32 compute (PackedLinear::kept: part i's rows scaled by
+  // fp8_scales[i]).
   // With `presliced`, `weights` and `biases` already are this rank's slices (as ShardedBlocks
   // keeps them): nothing is cut, but the split still decides where the bias goes.
   static Linear build(const std::string& name, const std::vector<Tensor>& weights,

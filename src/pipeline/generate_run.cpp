@@ -289,8 +289,8 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
     auto make_dit = [&](const std::string& path) {
       if (progress.enabled()) progress.message("loading the diffusion transformer " + path);
       const auto ck = std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(path));
-      auto dit = std::make_unique<wan::WanDit>(
-          wan::open_dit(ck, o.precision, o.ctx, o.weights_budget, o.keep_fp8, o.sharded_weights));
+      auto dit = std::make_unique<wan::WanDit>(wan::open_dit(
+          ck, o.precision, o.ctx, o.weights_budget, o.keep_fp8, o.sharded_weights, o.keep_fp16));
       dit->set_attention(attention->name() == "dense" ? nullptr : attention,
                          o.attention_diagnostics);
       return dit;
@@ -299,7 +299,7 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
     wan::WanDit* dit = nullptr;
     if (!plan.two_experts && o.resident) {
       dit = &o.resident->dit(plan.files.dit, o.precision, o.ctx, o.weights_budget, o.keep_fp8,
-                             o.sharded_weights);
+                             o.sharded_weights, o.keep_fp16);
       dit->set_attention(attention->name() == "dense" ? nullptr : attention,
                          o.attention_diagnostics);
     } else if (!plan.two_experts) {
@@ -378,7 +378,8 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
   wan::WanDit* roll_dit = nullptr;
   if (plan.rollout) {
     if (o.resident) {
-      roll_dit = &o.resident->dit(plan.files.dit, o.precision, o.ctx, 0, o.keep_fp8, false);
+      roll_dit =
+          &o.resident->dit(plan.files.dit, o.precision, o.ctx, 0, o.keep_fp8, false, o.keep_fp16);
       roll_dit->set_attention(nullptr);
     } else {
       if (progress.enabled())
@@ -386,7 +387,7 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
       const auto ck =
           std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(plan.files.dit));
       rollout_dit = std::make_unique<wan::WanDit>(
-          wan::open_dit(ck, o.precision, o.ctx, 0, o.keep_fp8, false));
+          wan::open_dit(ck, o.precision, o.ctx, 0, o.keep_fp8, false, o.keep_fp16));
       roll_dit = rollout_dit.get();
     }
   }
@@ -491,6 +492,7 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
         {"processes", mesh != nullptr ? mesh->world().size() : 1},
         {"weights_budget_bytes", o.weights_budget},
         {"keep_fp8", o.keep_fp8},
+        {"keep_fp16", o.keep_fp16},
         {"weights", o.sharded_weights ? "sharded" : "resident"},
         {"weight_stream",
          {{"pinned_blocks", r.weight_stream.pinned_blocks},

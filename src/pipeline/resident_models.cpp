@@ -70,10 +70,10 @@ wan::T5Encoder& ResidentModels::t5(const std::string& path, wan::Precision preci
 
 wan::WanDit& ResidentModels::dit(const std::string& path, wan::Precision precision,
                                  const ExecContext& ctx, int64_t weights_budget, bool keep_fp8,
-                                 bool sharded) {
-  const std::string key =
-      str_cat(path, "|", precision_key(precision), "|", context_key(ctx),
-              "|budget=", weights_budget, "|fp8=", keep_fp8, "|sharded=", sharded);
+                                 bool sharded, bool keep_fp16) {
+  const std::string key = str_cat(path, "|", precision_key(precision), "|", context_key(ctx),
+                                  "|budget=", weights_budget, "|fp8=", keep_fp8,
+                                  "|fp16=", keep_fp16, "|sharded=", sharded);
   if (!dit_.model || dit_.key != key) {
     {
       std::lock_guard lock(keys_mutex_);
@@ -81,8 +81,8 @@ wan::WanDit& ResidentModels::dit(const std::string& path, wan::Precision precisi
     }
     dit_.model.reset();
     const auto ck = std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(path));
-    dit_.model =
-        std::make_unique<wan::WanDit>(wan::open_dit(ck, precision, ctx, weights_budget, keep_fp8));
+    dit_.model = std::make_unique<wan::WanDit>(
+        wan::open_dit(ck, precision, ctx, weights_budget, keep_fp8, false, keep_fp16));
     {
       std::lock_guard lock(keys_mutex_);
       dit_.key = key;

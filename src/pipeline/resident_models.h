@@ -41,7 +41,8 @@ class ResidentModels {
   wan::T5Encoder& t5(const std::string& path, wan::Precision precision, const ExecContext& ctx);
   // open_dit's arguments (models/wan/dit_checkpoint.h).
   wan::WanDit& dit(const std::string& path, wan::Precision precision, const ExecContext& ctx,
-                   int64_t weights_budget, bool keep_fp8, bool sharded = false);
+                   int64_t weights_budget, bool keep_fp8, bool sharded = false,
+                   bool keep_fp16 = false);
   wan::WanVae& vae_decoder(const std::string& path, wan::Precision precision);
 
   // Loads so far (tests: a second video must not load again).

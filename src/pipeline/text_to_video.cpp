@@ -303,23 +303,30 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   // The text encoder runs on the real tokens only; 512 is the worst case.
   const double t5_weights = static_cast<double>(wan::T5Encoder::weight_bytes(tc, o.precision));
   // The DiT's blocks divide over tensor-parallel ranks, are one byte per weight when an fp8
-  // checkpoint is kept fp8, and a weights budget caps what stays.
+  // checkpoint is kept fp8 (two when an fp16 one is kept fp16), and a weights budget caps what
+  // stays.
   const int tp = o.ctx.mesh != nullptr ? o.ctx.mesh->spec().tp : 1;
-  const bool fp8 =
-      o.keep_fp8 && dc.num_layers > 0 && dit.get_fp8("blocks.0.ffn.0.weight").has_value();
+  int kept_item = 0;
+  if (dc.num_layers > 0 && o.keep_fp8 && dit.get_fp8("blocks.0.ffn.0.weight").has_value())
+    kept_item = 1;
+  if (dc.num_layers > 0 && o.keep_fp16 && o.precision == wan::Precision::kFP32 &&
+      dit.get("blocks.0.ffn.0.weight").dtype() == DType::kF16)
+    kept_item = 2;
   const double layers = static_cast<double>(dc.num_layers);
   const double stem = static_cast<double>(wan::dit_parameter_count(dc)) *
                           (o.precision == wan::Precision::kBF16 ? 2.0 : 4.0) -
                       layers * wan::WanDit::block_weight_bytes(dc, o.precision, 1);
-  double dit_weights = stem + layers * wan::WanDit::block_weight_bytes(dc, o.precision, tp, fp8);
+  double dit_weights =
+      stem + layers * wan::WanDit::block_weight_bytes(dc, o.precision, tp, kept_item);
   if (o.weights_budget > 0)
     dit_weights = std::min(dit_weights, static_cast<double>(o.weights_budget));
-  // Where bf16 GEMMs widen (no AMX, or VIDAX_GEMM=widened: kernels/cpu/gemm.h) or fp8 weights are
-  // kept, each call widens its weight into a per-thread scratch as large as the largest matrix
-  // (f32 when widened, else the compute dtype).
+  // Where bf16 GEMMs widen (no AMX, or VIDAX_GEMM=widened: kernels/cpu/gemm.h) or kept weights
+  // are widened whole (not fp8 on AMX, which widens per tile), each call widens its weight into a
+  // per-thread scratch as large as the largest matrix (f32 when widened, else the compute dtype).
   double dit_widen_scratch = 0;
+  const DType compute = o.precision == wan::Precision::kBF16 ? DType::kBF16 : DType::kF32;
   const bool widens = o.precision == wan::Precision::kBF16 && gemm_widens_bf16();
-  if (widens || fp8) {
+  if (widens || (kept_item > 0 && gemm_kept_widens_whole(compute))) {
     const double item = widens || o.precision == wan::Precision::kFP32 ? 4.0 : 2.0;
     for (const auto& d : wan::dit_tensor_decls(dc))
       if (d.shape.rank() == 2)

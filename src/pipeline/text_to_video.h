@@ -66,6 +66,8 @@ struct GenerateOptions {
   int64_t weights_budget = 0;
   // fp8 DiT weights (ComfyUI fp8 / scaled-fp8 files) stay fp8 in memory (WeightResidency::fp8).
   bool keep_fp8 = false;
+  // With fp32 precision, fp16 DiT weights stay fp16 in memory (widened to f32 per call).
+  bool keep_fp16 = false;
   // Under a mesh, each rank keeps 1/N of every DiT block, gathered before use (`--weights
   // sharded`, models/wan/dit.h WeightResidency::shard_group).
   bool sharded_weights = false;

@@ -76,6 +76,44 @@ TEST(Cli, RunDitWithAWeightsBudgetIsBitwiseTheResidentRun) {
   EXPECT_LE(j["weight_bytes"].get<double>(), 7.0 * (1 << 20)) << b.out;
 }
 
+// --keep-fp16: the fixture's DiT stored as fp16 and run in fp32 keeps its block weights fp16
+// (half of converting them to f32) and gives the converted run's prediction to summation order;
+// with bf16 it is refused in one line (bf16 holds fp16 weights at the same size).
+TEST(Cli, RunDitKeepsFp16WeightsForFp32) {
+  VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
+  VIDAX_REQUIRE_FIXTURE(io_path, "dit_t2v_tiny.io.safetensors");
+  TempDir dir;
+  auto io = SafetensorsFile::open(io_path);
+  write_call0_inputs(io, dir.file("in.safetensors"));
+  const SafetensorsFile f32 = SafetensorsFile::open(weights);
+  std::vector<std::pair<std::string, Tensor>> halves;
+  for (const TensorEntry& e : f32.entries())
+    halves.emplace_back(e.name, f32.tensor(e.name).to(DType::kF16));
+  write_safetensors(dir.file("f16.safetensors"), halves);
+  const std::string common = "run dit --weights " + dir.file("f16.safetensors") + " --in " +
+                             dir.file("in.safetensors") + " --out ";
+  ASSERT_EQ(run(common + dir.file("converted.safetensors")).code, 0);
+  const Result r = run(common + dir.file("kept.safetensors") + " --keep-fp16");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(all_close(SafetensorsFile::open(dir.file("kept.safetensors")).tensor("out"),
+                        SafetensorsFile::open(dir.file("converted.safetensors")).tensor("out"),
+                        1e-5, 1e-5, "kept fp16"));
+  expect_one_line_error(common + dir.file("x.safetensors") + " --keep-fp16 --precision bf16",
+                        "--keep-fp16 keeps fp16 weights for --precision fp32");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.safetensors")));
+  // bench dit: the weights held fall by about the blocks' half.
+  auto held = [&](const std::string& extra) {
+    const Result b = run("bench dit --weights " + dir.file("f16.safetensors") +
+                         " --precision fp32 --frames 5 --size 64x32 --iters 1 --warmup 0 --json "
+                         "--no-peak" +
+                         extra);
+    EXPECT_EQ(b.code, 0) << b.out;
+    return nlohmann::json::parse(b.out.substr(b.out.find('{')))["weight_bytes"].get<double>();
+  };
+  const double converted = held(""), kept = held(" --keep-fp16");
+  EXPECT_LT(kept, 0.7 * converted) << kept << " of " << converted;
+}
+
 TEST(Cli, RunDitBatchedSamplesWithOwnTimesteps) {
   VIDAX_REQUIRE_FIXTURE(weights, "dit_t2v_tiny.weights.safetensors");
   VIDAX_REQUIRE_FIXTURE(io_path, "dit_t2v_tiny.io.safetensors");

@@ -230,7 +230,7 @@ TEST(DitMesh, TensorParallelKeepsFp8Weights) {
   world().barrier();
   const auto ck = std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(path));
   wan::WeightResidency keep;
-  keep.fp8 = wan::shared_fp8_loader(ck);
+  keep.fp8 = wan::kept_weight_loader(ck, true);
   wan::WanDit whole(c, wan::shared_loader(ck), wan::Precision::kFP32, {}, keep);
   const Tensor ref = whole.forward(sample(false));
   for (const MeshSpec& spec : meshes()) {

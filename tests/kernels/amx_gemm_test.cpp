@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/convert.h"
 #include "core/dtype.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/elementwise.h"
@@ -233,6 +234,52 @@ TEST(AmxGemm, TensorConstructorMatchesRawBf16) {
   amx_gemm_bf16(x.data(), m, k, a, ya.data());
   amx_gemm_bf16(x.data(), m, k, b, yb.data());
   EXPECT_EQ(ya, yb);
+}
+
+// fp8 weights kept fp8 (widened per panel chunk inside the kernel through a code table) give the
+// bits of the same GEMM on their bf16 values, then fma(acc, scale, bias): every finite code, K
+// over two chunks, M over several blocks, ragged N, f32 and bf16 outputs.
+TEST(AmxGemm, Fp8WeightsWidenedPerTileEqualTheirBf16Values) {
+  VIDAX_REQUIRE_AMX();
+  for (const DType f8 : {DType::kF8E4M3, DType::kF8E5M2}) {
+    for (const Case c : {Case{300, 2100, 70}, Case{5, 40, 33}, Case{600, 96, 64}}) {
+      const size_t nk = static_cast<size_t>(c.n * c.k);
+      std::vector<uint8_t> codes(nk);
+      for (size_t i = 0; i < nk; ++i) {
+        auto code = static_cast<uint8_t>((i * 7 + i / 256) % 256);
+        const float v = f8 == DType::kF8E4M3 ? f8e4m3_to_f32(code) : f8e5m2_to_f32(code);
+        codes[i] = std::isfinite(v) ? code : 0;
+      }
+      std::vector<BFloat16> values(nk);
+      convert_floats(codes.data(), f8, values.data(), DType::kBF16, nk);
+      std::vector<float> scale(static_cast<size_t>(c.n)), bias(scale.size());
+      for (size_t j = 0; j < scale.size(); ++j) {
+        scale[j] = 0.001f * static_cast<float>(j % 5 + 1);
+        bias[j] = 0.01f * static_cast<float>(static_cast<int>(j % 3) - 1);
+      }
+      const AmxPackedWeight kept =
+          AmxPackedWeight::fp8(codes.data(), f8, c.n, c.k, scale, bias.data());
+      const AmxPackedWeight plain(values.data(), c.n, c.k, nullptr);
+      EXPECT_TRUE(kept.is_fp8());
+      EXPECT_EQ(kept.packed_bytes(), AmxPackedWeight::packed_elements(c.n, c.k));
+      const auto x = random_bf16(static_cast<size_t>(c.m * c.k), 11, 1.0f);
+      const size_t mn = static_cast<size_t>(c.m * c.n);
+      std::vector<float> acc(mn), got(mn), want(mn);
+      std::vector<BFloat16> got16(mn);
+      amx_gemm_bf16(x.data(), c.m, c.k, plain, acc.data());
+      amx_gemm_bf16(x.data(), c.m, c.k, kept, got.data());
+      amx_gemm_bf16(x.data(), c.m, c.k, kept, got16.data());
+      for (size_t i = 0; i < mn; ++i) {
+        const size_t j = i % static_cast<size_t>(c.n);
+        want[i] = std::fma(acc[i], scale[j], bias[j]);
+      }
+      const std::string what = std::string(dtype_name(f8)) + " m" + std::to_string(c.m) + " k" +
+                               std::to_string(c.k) + " n" + std::to_string(c.n);
+      ASSERT_EQ(got, want) << what;
+      for (size_t i = 0; i < mn; ++i)
+        ASSERT_EQ(got16[i].bits, f32_to_bf16(want[i])) << what << " bf16 out, element " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// fp8-resident linears (PackedLinear::fp8) on every GEMM path (VIDAX_GEMM: the machine's
+// fp8-resident linears (PackedLinear::kept) on every GEMM path (VIDAX_GEMM: the machine's
 // default, oneDNN's bf16 kernels, widened; and f32 compute) against a double-precision
 // reference of x . (fp8(code) x column_scale)^T + bias and the epilogue: ragged shapes, row
 // counts across the widened path's 512-row slices, two fused parts with different scales,
@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/convert.h"
+#include "core/error.h"
 #include "kernels/cpu/gemm.h"
 #include "support/test_support.h"
 
@@ -77,10 +79,10 @@ TEST(GemmFp8, EveryPathMatchesTheReference) {
           const bool f32 = std::string(mode) == "f32";
           if (*mode && !f32) setenv("VIDAX_GEMM", mode, 1);
           const PackedLinear lin =
-              PackedLinear::fp8(codes, scale, ep == GemmEpilogue::kNone ? Tensor() : bias,
-                                f32 ? DType::kF32 : DType::kBF16, ep);
+              PackedLinear::kept(codes, scale, ep == GemmEpilogue::kNone ? Tensor() : bias,
+                                 f32 ? DType::kF32 : DType::kBF16, ep);
           unsetenv("VIDAX_GEMM");
-          EXPECT_TRUE(lin.is_fp8());
+          EXPECT_TRUE(lin.is_kept());
           // One byte per element of the path's packed layout (padding included).
           EXPECT_GE(lin.packed_bytes(), static_cast<size_t>(sh.n * sh.k));
           EXPECT_LT(lin.packed_bytes(), static_cast<size_t>(2 * (sh.n + 64) * (sh.k + 64)));
@@ -114,11 +116,36 @@ TEST(GemmFp8, AgreesWithTheConvertedAtLoadLinear) {
   for (int64_t i = 0; i < n * k; ++i) w.mutable_data<float>()[i] *= 0.01f;
   const Tensor x = random_tensor(Shape{m, k}, 4).to(DType::kBF16);
   const PackedLinear converted(w, Tensor(), DType::kBF16);
-  const PackedLinear kept = PackedLinear::fp8(codes, scale, Tensor(), DType::kBF16);
+  const PackedLinear kept = PackedLinear::kept(codes, scale, Tensor(), DType::kBF16);
   // Each converted weight is off by up to 2^-9 relative; over 128 products of ~0.3 that is
   // ~0.01 absolute on outputs of a few units.
   EXPECT_TRUE(all_close(kept(x), converted(x), 3e-2, 1e-2, "fp8 vs converted"));
   EXPECT_LE(2 * kept.packed_bytes(), converted.packed_bytes() + 4096);
+}
+
+// fp16 weights kept fp16 for f32 compute: two bytes per weight, the converted f32 linear's result
+// to summation order (the widening is exact; the bias is added after the GEMM), every epilogue;
+// bf16 compute refuses them (it holds fp16 at the same size).
+TEST(GemmKeptFp16, EqualsTheConvertedF32Linear) {
+  for (const auto& [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{7, 70, 37},
+                                std::tuple<int64_t, int64_t, int64_t>{600, 64, 96}}) {
+    const Tensor w = random_tensor(Shape{n, k}, 21).to(DType::kF16);
+    const Tensor bias = random_tensor(Shape{n}, 22, 0.1f);
+    const Tensor x = random_tensor(Shape{m, k}, 23);
+    for (GemmEpilogue ep : {GemmEpilogue::kNone, GemmEpilogue::kGeluTanh, GemmEpilogue::kGeluErf}) {
+      const PackedLinear converted(w, bias, DType::kF32, ep);
+      const PackedLinear kept = PackedLinear::kept(
+          w, std::vector<float>(static_cast<size_t>(n), 1.0f), bias, DType::kF32, ep);
+      EXPECT_TRUE(kept.is_kept());
+      EXPECT_LE(2 * kept.packed_bytes(), converted.packed_bytes() + 64);
+      const std::string what =
+          "m=" + std::to_string(m) + " ep " + std::to_string(static_cast<int>(ep));
+      EXPECT_TRUE(all_close(kept(x), converted(x), 1e-5, 1e-5, what));
+    }
+  }
+  EXPECT_THROW(PackedLinear::kept(random_tensor(Shape{4, 8}, 1).to(DType::kF16),
+                                  std::vector<float>(4, 1.0f), Tensor(), DType::kBF16),
+               InternalError);
 }
 
 }  // namespace

@@ -86,6 +86,12 @@ void bench_dit(const BenchArgs& a) {
 
   const int64_t budget = a.residency.budget_bytes();
   const bool keep_fp8 = a.residency.keep_fp8;
+  const bool keep_fp16 = a.residency.keep_fp16;
+  if (keep_fp8 && keep_fp16) throw_input_error("--keep-fp8 and --keep-fp16: choose one");
+  if (keep_fp16 && p != wan::Precision::kFP32)
+    throw_input_error(
+        "--keep-fp16 keeps fp16 weights for --precision fp32 (bf16 holds them at "
+        "the same size)");
   const bool sharded = a.residency.sharded();
   const bool streamed = budget > 0;
 
@@ -106,9 +112,10 @@ void bench_dit(const BenchArgs& a) {
     if (a.layers < 0 || a.layers > 1000) throw_input_error("--layers: expected 1..1000");
     if (a.layers > 0) cfg.num_layers = a.layers;
     const DType dtype = keep_fp8                     ? DType::kF8E4M3
+                        : keep_fp16                  ? DType::kF16
                         : p == wan::Precision::kBF16 ? DType::kBF16
                                                      : DType::kF32;
-    if (streamed || keep_fp8) {  // streaming and fp8 read a file: write the weights first
+    if (streamed || keep_fp8 || keep_fp16) {  // they read a file: write the weights first
       temporary = std::make_unique<TemporaryWeights>(*mesh, a.model, cfg, dtype);
       weights_path = temporary->path;
     } else {
@@ -126,9 +133,9 @@ void bench_dit(const BenchArgs& a) {
   {  // Refuse impossible sizes before spending time on the weights.
     const int64_t tokens = lat_f * lat_h * lat_w / cfg.patch_volume();
     double weight_need = static_cast<double>(wan::dit_parameter_count(cfg)) *
-                         (keep_fp8                     ? 1.0
-                          : p == wan::Precision::kBF16 ? 2.0
-                                                       : 4.0) /
+                         (keep_fp8                                  ? 1.0
+                          : keep_fp16 || p == wan::Precision::kBF16 ? 2.0
+                                                                    : 4.0) /
                          mesh->spec().tp;
     if (streamed) weight_need = std::min(weight_need, static_cast<double>(budget));
     if (sharded) weight_need /= std::max(1, mesh->world().size() / mesh->spec().tp);
@@ -145,7 +152,7 @@ void bench_dit(const BenchArgs& a) {
   ctx.mesh = mesh.get();
   wan::WeightResidency residency;  // random weights in memory: sharded as a file's would be
   if (!ck && sharded) residency.shard_group = wan::weight_shard_group(ctx);
-  wan::WanDit model = ck ? wan::open_dit(ck, p, ctx, budget, keep_fp8, sharded)
+  wan::WanDit model = ck ? wan::open_dit(ck, p, ctx, budget, keep_fp8, sharded, keep_fp16)
                          : wan::WanDit(cfg, weights, p, ctx, residency);
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
@@ -225,6 +232,7 @@ void bench_dit(const BenchArgs& a) {
                       {"weight_bytes", model.weight_bytes()},
                       {"peak_rss_bytes", peak_rss_bytes()},
                       {"keep_fp8", keep_fp8},
+                      {"keep_fp16", keep_fp16},
                       {"guided", guided},
                       {"mesh", mesh->spec().str()},
                       {"ranks", mesh->world().size()}};

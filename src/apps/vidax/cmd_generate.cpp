@@ -164,6 +164,7 @@ GenerateOptions to_options(const GenerateArgs& a) {
   o.accel = a.accel;
   o.weights_budget = a.residency.budget_bytes();
   o.keep_fp8 = a.residency.keep_fp8;
+  o.keep_fp16 = a.residency.keep_fp16;
   o.sharded_weights = a.residency.sharded();
   if (a.seconds_given && !a.rollout)
     throw_input_error("--seconds: a length in seconds is for --rollout; use --frames");

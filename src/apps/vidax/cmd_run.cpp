@@ -60,8 +60,8 @@ wan::WanDit load_dit(const DitArgs& a, const dist::Mesh& mesh, bool has_cfg) {
                           "and cfg; ring attention is dense only (--mesh ", a.mesh.spec, ")");
   ExecContext ctx = cli_context();
   ctx.mesh = &mesh;
-  wan::WanDit model =
-      wan::open_dit(ck, p, ctx, budget, a.residency.keep_fp8, a.residency.sharded());
+  wan::WanDit model = wan::open_dit(ck, p, ctx, budget, a.residency.keep_fp8, a.residency.sharded(),
+                                    a.residency.keep_fp16);
   if (policy->name() != "dense") model.set_attention(std::move(policy));
   return model;
 }

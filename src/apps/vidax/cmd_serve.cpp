@@ -150,6 +150,7 @@ void register_serve(CLI::App& app, int argc, char** argv) {
       throw_input_error("--weights sharded: vidax serve runs one process (nothing to shard over)");
     o.weights_budget = a->residency.budget_bytes();
     o.keep_fp8 = a->residency.keep_fp8;
+    o.keep_fp16 = a->residency.keep_fp16;
     o.hash_models = !a->no_hash;
     o.ctx = cli_context();
     s.keep_models = !a->no_keep_models;

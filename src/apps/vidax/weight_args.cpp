@@ -31,7 +31,11 @@ void add_weight_args(CLI::App* cmd, WeightArgs& a, const std::string& note) {
                       note + " (docs/weights.md)");
   cmd->add_flag("--keep-fp8", a.keep_fp8,
                 "keep the DiT's fp8 weights (ComfyUI fp8 / scaled-fp8 files) fp8 in memory, "
-                "widened per call: half the memory of bf16 (docs/weights.md)");
+                "widened per tile on AMX, per call elsewhere: half the memory of bf16 "
+                "(docs/weights.md)");
+  cmd->add_flag("--keep-fp16", a.keep_fp16,
+                "with --precision fp32, keep the DiT's fp16 weights fp16 in memory, widened to f32 "
+                "per call: half the memory of f32 (docs/weights.md)");
 }
 
 }  // namespace vidax::cli

@@ -1,5 +1,6 @@
 // The options every command that builds a DiT takes for where its weights live
-// (docs/weights.md): --weights resident|sharded, --weights-budget SIZE and --keep-fp8.
+// (docs/weights.md): --weights resident|sharded, --weights-budget SIZE, --keep-fp8 and
+// --keep-fp16.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,7 +13,8 @@ namespace vidax::cli {
 struct WeightArgs {
   std::string budget;  // --weights-budget, as given
   bool keep_fp8 = false;
-  std::string mode;  // --weights resident | sharded; empty: not given (resident)
+  bool keep_fp16 = false;  // with --precision fp32 only (open_dit refuses it otherwise)
+  std::string mode;        // --weights resident | sharded; empty: not given (resident)
   // --weights sharded; InputError naming the flag for another value.
   bool sharded() const;
   // The budget in bytes, 0 without the flag; InputError naming the flag on a bad size.

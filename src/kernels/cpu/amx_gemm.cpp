@@ -4,11 +4,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
+#include "core/convert.h"
 #include "core/error.h"
 #include "core/thread_scratch.h"
 #include "kernels/cpu/cpu_features.h"
@@ -191,6 +193,7 @@ struct PendingBlock {
 };
 
 struct EpilogueArgs {
+  const float* scale = nullptr;  // fp8 weights: acc * scale + bias
   const float* bias = nullptr;
   GemmEpilogue epilogue = GemmEpilogue::kNone;
   Output out;
@@ -209,10 +212,21 @@ VIDAX_AMX inline void epilogue_rows(PendingBlock& pb, int64_t count, const Epilo
     b0 = _mm512_maskz_loadu_ps(m0, ea.bias + pb.n0);
     b1 = _mm512_maskz_loadu_ps(m1, ea.bias + pb.n0 + 16);
   }
+  __m512 s0 = _mm512_set1_ps(1.0f), s1 = s0;
+  if (ea.scale != nullptr) {
+    s0 = _mm512_maskz_loadu_ps(m0, ea.scale + pb.n0);
+    s1 = _mm512_maskz_loadu_ps(m1, ea.scale + pb.n0 + 16);
+  }
   for (int64_t r = pb.next; r < end; ++r) {
     float* row = pb.c + r * 32;
-    __m512 v0 = _mm512_add_ps(_mm512_load_ps(row), b0);
-    __m512 v1 = _mm512_add_ps(_mm512_load_ps(row + 16), b1);
+    __m512 v0, v1;
+    if (ea.scale != nullptr) {
+      v0 = _mm512_fmadd_ps(_mm512_load_ps(row), s0, b0);
+      v1 = _mm512_fmadd_ps(_mm512_load_ps(row + 16), s1, b1);
+    } else {
+      v0 = _mm512_add_ps(_mm512_load_ps(row), b0);
+      v1 = _mm512_add_ps(_mm512_load_ps(row + 16), b1);
+    }
     if (ea.epilogue == GemmEpilogue::kGeluTanh) {
       v0 = gelu_tanh_ps(v0);
       v1 = gelu_tanh_ps(v1);
@@ -233,6 +247,28 @@ VIDAX_AMX inline void epilogue_rows(PendingBlock& pb, int64_t count, const Epilo
     }
   }
   pb.next = end;
+}
+
+// fp8 codes (a multiple of 32) to bf16 through the 256-entry table: four 64-entry lookups
+// (vpermt2w), chosen by the code's bits 6 and 7.
+VIDAX_AMX void widen_codes(const uint8_t* codes, int64_t count, const uint16_t* table,
+                           uint16_t* dst) {
+  __m512i t[8];
+  for (int i = 0; i < 8; ++i) t[i] = _mm512_loadu_si512(table + 32 * i);
+  const __m512i bit6 = _mm512_set1_epi16(0x40), bit7 = _mm512_set1_epi16(0x80);
+  for (int64_t i = 0; i < count; i += 32) {
+    const __m512i idx =
+        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + i)));
+    const __m512i q0 = _mm512_permutex2var_epi16(t[0], idx, t[1]);
+    const __m512i q1 = _mm512_permutex2var_epi16(t[2], idx, t[3]);
+    const __m512i q2 = _mm512_permutex2var_epi16(t[4], idx, t[5]);
+    const __m512i q3 = _mm512_permutex2var_epi16(t[6], idx, t[7]);
+    const __mmask32 m6 = _mm512_test_epi16_mask(idx, bit6);
+    const __mmask32 m7 = _mm512_test_epi16_mask(idx, bit7);
+    const __m512i lo = _mm512_mask_blend_epi16(m6, q0, q1);
+    const __m512i hi = _mm512_mask_blend_epi16(m6, q2, q3);
+    _mm512_store_si512(dst + i, _mm512_mask_blend_epi16(m7, lo, hi));
+  }
 }
 
 // One 32-deep K step of a 32x32 block: C tiles 0-3 += A tiles (a) x B tiles (b).
@@ -296,13 +332,18 @@ VIDAX_AMX void run_thread(const Plan& plan, const X* x, int64_t x_stride, const 
   const int64_t tasks = plan.m_blocks * plan.n_groups;
   const int64_t t0 = tasks * thread / threads, t1 = tasks * (thread + 1) / threads;
   if (t0 >= t1) return;
-  static thread_local ThreadScratch<ThreadBuffer> a_scratch, c_scratch;
+  static thread_local ThreadScratch<ThreadBuffer> a_scratch, b_scratch, c_scratch;
   ThreadBuffer& a_buf = a_scratch.value;
   ThreadBuffer& c_buf = c_scratch.value;
+  // fp8 weights: one panel's K chunk widened to bf16 (at most 64 steps: 128 KiB).
+  auto* b_wide =
+      w.is_fp8() ? static_cast<uint16_t*>(b_scratch.value.get(plan.chunk_steps * kStepElems * 2))
+                 : nullptr;
   alignas(64) float scratch[32 * 32];
   const TileConfig config;
   PendingBlock pending;
   EpilogueArgs ea;
+  ea.scale = w.column_scale();
   ea.bias = w.bias();
   ea.epilogue = epilogue;
   ea.out = out;
@@ -329,7 +370,13 @@ VIDAX_AMX void run_thread(const Plan& plan, const X* x, int64_t x_stride, const 
       pack_a(x, x_stride, w.k(), r0, rows, subs, s0, steps, a);
       const bool last = ch + 1 == plan.chunks;
       for (int64_t p = p0; p < p1; ++p) {
-        const uint16_t* b = w.panel(p) + s0 * kStepElems;
+        const uint16_t* b;
+        if (b_wide != nullptr) {
+          widen_codes(w.code_panel(p) + s0 * kStepElems, steps * kStepElems, w.fp8_table(), b_wide);
+          b = b_wide;
+        } else {
+          b = w.panel(p) + s0 * kStepElems;
+        }
         for (int64_t sub = 0; sub < subs; ++sub) {
           float* c = c_all != nullptr ? c_all + ((p - p0) * subs + sub) * 1024 : scratch;
           tile_block(a + sub * steps * kStepElems, b, steps, c, ch > 0, pending, ea);
@@ -485,41 +532,75 @@ size_t AmxPackedWeight::packed_elements(int64_t n, int64_t k) {
   return static_cast<size_t>(ceil_div(n, 32) * ceil_div(k, 32) * kStepElems);
 }
 
-AmxPackedWeight AmxPackedWeight::view(int64_t n, int64_t k, std::shared_ptr<Storage> panels) {
-  VIDAX_CHECK(panels != nullptr && panels->bytes() >= packed_elements(n, k) * 2,
-              "AMX weight view: storage too small for [", n, ", ", k, "]");
-  AmxPackedWeight w;
-  w.n_ = n;
-  w.k_ = k;
-  w.k_steps_ = ceil_div(k, 32);
-  w.panels_ = ceil_div(n, 32);
-  w.packed_ = std::move(panels);
-  return w;
-}
-
-void AmxPackedWeight::pack(const BFloat16* weight, int64_t n, int64_t k, const float* bias) {
+void AmxPackedWeight::set_shape(int64_t n, int64_t k) {
   VIDAX_CHECK(n > 0 && k > 0, "AMX weight must be non-empty, got [", n, ", ", k, "]");
   n_ = n;
   k_ = k;
   k_steps_ = ceil_div(k, 32);
   panels_ = ceil_div(n, 32);
-  packed_ = allocate_storage(static_cast<size_t>(panels_ * k_steps_ * kStepElems) * 2);
-  auto* dst = reinterpret_cast<uint16_t*>(packed_->data());
-  const auto* src = reinterpret_cast<const uint16_t*>(weight);
-  // Tile (p, s, j): row q, column c = (W[p*32 + j*16 + c][s*32 + 2q], ...[s*32 + 2q + 1]).
+}
+
+namespace {
+
+// Tile (p, s, j): row q, column c = (W[p*32 + j*16 + c][s*32 + 2q], ...[s*32 + 2q + 1]); the
+// padding (rows >= n, columns >= k) stays as the storage was (zero-initialised).
+template <typename T>
+void pack_panels(const T* src, int64_t n, int64_t k, int64_t k_steps, T* dst) {
+  const int64_t panels = ceil_div(n, 32);
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < panels_; ++p) {
+  for (int64_t p = 0; p < panels; ++p) {
     for (int64_t j = 0; j < 2; ++j) {
       for (int64_t c = 0; c < 16; ++c) {
         const int64_t row = p * 32 + j * 16 + c;
-        if (row >= n) continue;  // zero padding (storage is zero-initialised)
+        if (row >= n) continue;
         for (int64_t kk = 0; kk < k; ++kk) {
           const int64_t s = kk / 32, q = (kk % 32) / 2, e = kk % 2;
-          dst[((p * k_steps_ + s) * 2 + j) * kTileElems + q * 32 + c * 2 + e] = src[row * k + kk];
+          dst[((p * k_steps + s) * 2 + j) * kTileElems + q * 32 + c * 2 + e] = src[row * k + kk];
         }
       }
     }
   }
+}
+
+// The bf16 bits of the 256 codes of an fp8 dtype (built once; convert_floats is exact here).
+const uint16_t* fp8_bf16_table(DType dtype) {
+  VIDAX_CHECK(dtype == DType::kF8E4M3 || dtype == DType::kF8E5M2, "fp8 table for ",
+              dtype_name(dtype));
+  static const auto tables = [] {
+    std::array<std::array<uint16_t, 256>, 2> t{};
+    std::array<uint8_t, 256> codes{};
+    for (int i = 0; i < 256; ++i) codes[static_cast<size_t>(i)] = static_cast<uint8_t>(i);
+    convert_floats(codes.data(), DType::kF8E4M3, t[0].data(), DType::kBF16, 256);
+    convert_floats(codes.data(), DType::kF8E5M2, t[1].data(), DType::kBF16, 256);
+    return t;
+  }();
+  return tables[dtype == DType::kF8E4M3 ? 0 : 1].data();
+}
+
+}  // namespace
+
+AmxPackedWeight AmxPackedWeight::fp8(const uint8_t* codes, DType fp8_dtype, int64_t n, int64_t k,
+                                     std::vector<float> column_scale, const float* bias) {
+  VIDAX_CHECK(static_cast<int64_t>(column_scale.size()) == n,
+              "AMX fp8 weight: ", column_scale.size(), " column scales for ", n, " outputs");
+  AmxPackedWeight w;
+  w.set_shape(n, k);
+  w.fp8_table_ = fp8_bf16_table(fp8_dtype);
+  w.packed_ = allocate_storage(packed_elements(n, k));
+  pack_panels(codes, n, k, w.k_steps_, reinterpret_cast<uint8_t*>(w.packed_->data()));
+  w.scale_ = std::move(column_scale);
+  if (bias != nullptr) {
+    w.bias_ = allocate_storage(static_cast<size_t>(n) * sizeof(float));
+    std::memcpy(w.bias_->data(), bias, static_cast<size_t>(n) * sizeof(float));
+  }
+  return w;
+}
+
+void AmxPackedWeight::pack(const BFloat16* weight, int64_t n, int64_t k, const float* bias) {
+  set_shape(n, k);
+  packed_ = allocate_storage(static_cast<size_t>(panels_ * k_steps_ * kStepElems) * 2);
+  pack_panels(reinterpret_cast<const uint16_t*>(weight), n, k, k_steps_,
+              reinterpret_cast<uint16_t*>(packed_->data()));
   if (bias != nullptr) {
     bias_ = allocate_storage(static_cast<size_t>(n) * sizeof(float));
     std::memcpy(bias_->data(), bias, static_cast<size_t>(n) * sizeof(float));
@@ -554,6 +635,7 @@ void amx_gemm_bf16_accumulate(const BFloat16* x, int64_t m, int64_t x_stride,
                               const AmxPackedWeight& w, const uint8_t* step_mask, float* y) {
   VIDAX_CHECK(amx_bf16_usable(), "amx_gemm_bf16_accumulate on a machine without usable AMX-BF16");
   VIDAX_CHECK(w.defined() && x_stride >= w.k(), "amx_gemm_bf16_accumulate: bad weight or stride");
+  VIDAX_CHECK(!w.is_fp8(), "amx_gemm_bf16_accumulate takes bf16 weights, not fp8");
   if (m <= 0) return;
   const int64_t blocks = ceil_div(m, 32);
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();

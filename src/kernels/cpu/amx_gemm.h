@@ -9,15 +9,16 @@
 // output block accumulates in four 16x16 f32 tiles (see docs/kernels.md, "AMX GEMM").
 //
 // Every entry point requires amx_bf16_usable() (kernels/cpu/cpu_features.h); calling it on a
-// machine without usable AMX is an internal error. The kernel parallelises over (M block,
-// N range) on the OpenMP pool; called from inside an active parallel region it runs on the
-// calling thread alone.
-// Thread-safety: an AmxPackedWeight is immutable after construction and may be shared by
-// concurrent calls with distinct outputs.
+// machine without usable AMX is an internal error. fp8 weights (AmxPackedWeight::fp8) run through
+// the same entry points; amx_gemm_bf16_accumulate takes bf16 weights only. The kernel parallelises
+// over (M block, N range) on the OpenMP pool; called from inside an active parallel region it runs
+// on the calling thread alone. Thread-safety: an AmxPackedWeight is immutable after construction
+// and may be shared by concurrent calls with distinct outputs.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/storage.h"
 #include "core/tensor.h"
@@ -33,9 +34,13 @@ class AmxPackedWeight {
   AmxPackedWeight(const Tensor& weight, const Tensor& bias);
   // Raw row-major bf16 weight [n, k] (row stride k); bias: n floats or null.
   AmxPackedWeight(const BFloat16* weight, int64_t n, int64_t k, const float* bias);
-  // A weight [n, k] already in the packed layout: `panels` holds panels() * k_steps() * 1024
-  // bf16 values (e.g. fp8 codes widened per call); no bias.
-  static AmxPackedWeight view(int64_t n, int64_t k, std::shared_ptr<Storage> panels);
+  // fp8 weights kept fp8: `codes` [n, k] row-major F8_E4M3 or F8_E5M2 bytes, packed into the same
+  // layout at one byte per element. The GEMM widens each panel's K chunk to bf16 in a per-thread
+  // buffer of at most 128 KiB just before its tiles are loaded (exact: every fp8 value is a bf16
+  // value), and its epilogue computes fma(acc, column_scale[n], bias[n]) before the activation.
+  // `column_scale` has n values; `bias` n floats or null.
+  static AmxPackedWeight fp8(const uint8_t* codes, DType fp8_dtype, int64_t n, int64_t k,
+                             std::vector<float> column_scale, const float* bias);
   static size_t packed_elements(int64_t n, int64_t k);
 
   bool defined() const { return packed_ != nullptr; }
@@ -44,19 +49,31 @@ class AmxPackedWeight {
   int64_t k_steps() const { return k_steps_; }  // ceil(k / 32)
   int64_t panels() const { return panels_; }    // ceil(n / 32)
   size_t packed_bytes() const;
-  // Panel p's tiles: [k_steps][2 tiles][16 rows][32 bf16].
+  bool is_fp8() const { return fp8_table_ != nullptr; }
+  // Panel p's tiles: [k_steps][2 tiles][16 rows][32 bf16]; bf16 weights only.
   const uint16_t* panel(int64_t p) const {
     return reinterpret_cast<const uint16_t*>(packed_->data()) + p * k_steps_ * 1024;
   }
+  // fp8 weights: panel p's codes in the same layout, one byte each.
+  const uint8_t* code_panel(int64_t p) const {
+    return reinterpret_cast<const uint8_t*>(packed_->data()) + p * k_steps_ * 1024;
+  }
+  // fp8 weights: the bf16 bits of each of the 256 codes.
+  const uint16_t* fp8_table() const { return fp8_table_; }
   const float* bias() const {
     return bias_ ? reinterpret_cast<const float*>(bias_->data()) : nullptr;
   }
+  // fp8 weights: the per-output scale applied before the bias; null otherwise.
+  const float* column_scale() const { return scale_.empty() ? nullptr : scale_.data(); }
 
  private:
   void pack(const BFloat16* weight, int64_t n, int64_t k, const float* bias);
+  void set_shape(int64_t n, int64_t k);
   int64_t n_ = 0, k_ = 0, k_steps_ = 0, panels_ = 0;
   std::shared_ptr<Storage> packed_;
-  std::shared_ptr<Storage> bias_;  // n_ floats, or null
+  std::shared_ptr<Storage> bias_;        // n_ floats, or null
+  const uint16_t* fp8_table_ = nullptr;  // static, per fp8 dtype
+  std::vector<float> scale_;
 };
 
 // x: m rows of w.k() bf16 values, row stride x_stride elements (>= k). y: [m, w.n()]

@@ -64,6 +64,7 @@ memory::data_type to_dnnl(DType d) {
 }  // namespace
 
 bool gemm_widens_bf16() { return use_widened_gemm(DType::kBF16); }
+bool gemm_kept_widens_whole(DType compute) { return !use_amx_gemm(compute); }
 
 int64_t gemm_weight_item_bytes(DType compute) { return compute == DType::kBF16 ? 2 : 4; }
 
@@ -84,8 +85,9 @@ struct PackedLinear::Impl {
   mutable std::map<std::pair<int64_t, bool>, Entry> cache;  // (M, bf16 output)
   std::unique_ptr<AmxPackedWeight> amx;                     // set: the AMX path, no oneDNN
   bool widened = false;  // BF16 compute through oneDNN f32 (use_widened_gemm)
-  // fp8 storage (PackedLinear::fp8): the packed layout's elements as fp8 codes, one byte each;
-  // `packed` stays empty (oneDNN paths) or `amx` null (AMX path: amx_fp8).
+  // Kept storage (PackedLinear::kept): the packed layout's elements as fp8 codes, one byte each
+  // (or fp16 bits, two bytes each; `fp8_dtype` says which), in `codes` with `packed` empty
+  // (oneDNN paths), or in `amx` (fp8 on the AMX path: amx_fp8).
   bool fp8 = false, amx_fp8 = false;
   DType fp8_dtype = DType::kF8E4M3;
   std::shared_ptr<Storage> codes;
@@ -173,24 +175,29 @@ PackedLinear::PackedLinear(const Tensor& weight, const Tensor& bias, DType compu
 
 namespace {
 
-// Elements in [begin, end) of a packed buffer of `count` in `dtype` (bf16 or f32) holding integer
-// values 0..255 (fp8 codes packed as numbers), as bytes.
-void integers_to_codes(const void* packed, DType dtype, size_t count, uint8_t* codes) {
+// The `count` elements of a packed buffer in `dtype` (bf16 or f32) holding integer values (fp8
+// codes 0..255, or fp16 bit patterns 0..65535 in f32, packed as numbers), as codes of type T.
+template <typename T>
+void integers_to_codes(const void* packed, DType dtype, size_t count, T* codes) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) {
     const float v = dtype == DType::kF32 ? static_cast<const float*>(packed)[i]
                                          : bf16_to_f32(static_cast<const uint16_t*>(packed)[i]);
-    codes[i] = static_cast<uint8_t>(v);
+    codes[i] = static_cast<T>(v);
   }
 }
 
 }  // namespace
 
-PackedLinear PackedLinear::fp8(const Tensor& codes_in, std::vector<float> column_scale,
-                               const Tensor& bias, DType compute, GemmEpilogue epilogue) {
+PackedLinear PackedLinear::kept(const Tensor& codes_in, std::vector<float> column_scale,
+                                const Tensor& bias, DType compute, GemmEpilogue epilogue) {
+  const bool f16 = codes_in.dtype() == DType::kF16;
   VIDAX_CHECK(codes_in.rank() == 2 &&
-                  (codes_in.dtype() == DType::kF8E4M3 || codes_in.dtype() == DType::kF8E5M2),
-              "fp8 linear weight must be [N, K] F8, got ", codes_in.describe());
+                  (f16 || codes_in.dtype() == DType::kF8E4M3 || codes_in.dtype() == DType::kF8E5M2),
+              "kept linear weight must be [N, K] F8 or F16, got ", codes_in.describe());
+  if (f16 && compute != DType::kF32)  // (callers check: open_dit, WanDit)
+    VIDAX_INTERNAL_ERROR("fp16 weights are kept for f32 compute only (bf16 holds them at the ",
+                         "same size)");
   const int64_t n = codes_in.dim(0), k = codes_in.dim(1);
   VIDAX_CHECK(static_cast<int64_t>(column_scale.size()) == n, "fp8 linear: ", column_scale.size(),
               " column scales for ", n, " outputs");
@@ -198,6 +205,7 @@ PackedLinear PackedLinear::fp8(const Tensor& codes_in, std::vector<float> column
               "]");
   const Tensor codes = codes_in.contiguous();
   const auto* code_bytes = static_cast<const uint8_t*>(codes.raw_data());
+  const auto* code_halves = static_cast<const uint16_t*>(codes.raw_data());
   PackedLinear out;
   out.impl_ = std::make_unique<Impl>();
   Impl& im = *out.impl_;
@@ -211,18 +219,12 @@ PackedLinear PackedLinear::fp8(const Tensor& codes_in, std::vector<float> column
   im.fp8_epilogue = epilogue;
   // The codes as numbers 0..255 (exact in bf16 and f32), packed by the path's own packing, then
   // read back as bytes: the packed layout at one byte per element.
-  if (use_amx_gemm(compute)) {
+  if (use_amx_gemm(compute)) {  // our kernel widens per tile and scales in its epilogue
     im.amx_fp8 = true;
-    Tensor values = Tensor::zeros(Shape{n, k}, DType::kBF16);
-    auto* v = values.mutable_data<BFloat16>();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n * k; ++i)
-      v[i] = BFloat16{f32_to_bf16(static_cast<float>(code_bytes[i]))};
-    const AmxPackedWeight packed(values, Tensor());
     im.code_count = AmxPackedWeight::packed_elements(n, k);
-    im.codes = allocate_storage(im.code_count);
-    integers_to_codes(packed.panel(0), DType::kBF16, im.code_count,
-                      reinterpret_cast<uint8_t*>(im.codes->data()));
+    im.amx = std::make_unique<AmxPackedWeight>(
+        AmxPackedWeight::fp8(code_bytes, codes.dtype(), n, k, im.column_scale,
+                             im.fp8_bias.empty() ? nullptr : im.fp8_bias.data()));
     return out;
   }
   im.widened = use_widened_gemm(compute);
@@ -231,7 +233,8 @@ PackedLinear PackedLinear::fp8(const Tensor& codes_in, std::vector<float> column
   if (kernel == DType::kF32) {
     float* v = values.mutable_data<float>();
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n * k; ++i) v[i] = static_cast<float>(code_bytes[i]);
+    for (int64_t i = 0; i < n * k; ++i)
+      v[i] = static_cast<float>(f16 ? code_halves[i] : code_bytes[i]);  // exact in f32
   } else {
     auto* v = values.mutable_data<BFloat16>();
 #pragma omp parallel for schedule(static)
@@ -242,14 +245,19 @@ PackedLinear PackedLinear::fp8(const Tensor& codes_in, std::vector<float> column
   im.pack(im.make_pd(256));  // (the widened path narrows its packed f32 to bf16: still exact)
   const DType stored = im.widened ? DType::kBF16 : kernel;
   im.code_count = im.packed_desc.get_size() / dtype_size(kernel);
-  im.codes = allocate_storage(im.code_count);
-  integers_to_codes(im.packed->data(), stored, im.code_count,
-                    reinterpret_cast<uint8_t*>(im.codes->data()));
+  im.codes = allocate_storage(im.code_count * dtype_size(im.fp8_dtype));
+  if (f16) {
+    integers_to_codes(im.packed->data(), stored, im.code_count,
+                      reinterpret_cast<uint16_t*>(im.codes->data()));
+  } else {
+    integers_to_codes(im.packed->data(), stored, im.code_count,
+                      reinterpret_cast<uint8_t*>(im.codes->data()));
+  }
   im.packed.reset();
   return out;
 }
 
-bool PackedLinear::is_fp8() const { return impl_ != nullptr && impl_->fp8; }
+bool PackedLinear::is_kept() const { return impl_ != nullptr && impl_->fp8; }
 
 PackedLinear::PackedLinear() = default;
 PackedLinear::PackedLinear(PackedLinear&&) noexcept = default;
@@ -268,7 +276,7 @@ const AmxPackedWeight* PackedLinear::amx_weight() const {
 
 DType PackedLinear::compute_dtype() const { return impl_->compute; }
 size_t PackedLinear::packed_bytes() const {
-  if (impl_->fp8) return impl_->code_count;
+  if (impl_->fp8) return impl_->code_count * dtype_size(impl_->fp8_dtype);
   if (impl_->amx) return impl_->amx->packed_bytes();
   return impl_->widened ? impl_->packed_desc.get_size() / 2 : impl_->packed_desc.get_size();
 }
@@ -334,9 +342,18 @@ void PackedLinear::run_widened(const void* x, int64_t m, void* y, bool bf16_out,
 
 void PackedLinear::run_fp8(const void* x, int64_t m, void* y, bool bf16_out) const {
   const Impl& im = *impl_;
+  if (im.amx_fp8) {  // widened per tile, scale, bias and activation in the kernel's epilogue
+    const auto* xb = static_cast<const BFloat16*>(x);
+    if (bf16_out) {
+      amx_gemm_bf16(xb, m, im.k, *im.amx, static_cast<BFloat16*>(y), im.fp8_epilogue);
+    } else {
+      amx_gemm_bf16(xb, m, im.k, *im.amx, static_cast<float*>(y), im.fp8_epilogue);
+    }
+    return;
+  }
   // 1. The codes widened into this thread's scratch (the largest fp8 weight it has run), in the
-  //    dtype the kernel reads: bf16 for AMX and oneDNN's bf16 kernels, f32 otherwise.
-  const DType wide = im.amx_fp8 ? DType::kBF16 : im.kernel_dtype();
+  //    dtype the kernel reads: bf16 for oneDNN's bf16 kernels, f32 otherwise.
+  const DType wide = im.kernel_dtype();
   thread_local ThreadScratch<std::shared_ptr<Storage>> weight_scratch;
   thread_local ThreadScratch<std::vector<float>> out_scratch;
   std::shared_ptr<Storage>& ws = weight_scratch.value;
@@ -349,10 +366,7 @@ void PackedLinear::run_fp8(const void* x, int64_t m, void* y, bool bf16_out) con
     out_scratch.value.resize(static_cast<size_t>(m * im.n));
     out = out_scratch.value.data();
   }
-  if (im.amx_fp8) {
-    const AmxPackedWeight w = AmxPackedWeight::view(im.n, im.k, ws);
-    amx_gemm_bf16(static_cast<const BFloat16*>(x), m, im.k, w, out, GemmEpilogue::kNone);
-  } else if (im.widened) {
+  if (im.widened) {
     run_widened(x, m, out, false, reinterpret_cast<const float*>(ws->data()));
   } else {
     execute(x, m, out, false, ws->data());

@@ -41,6 +41,11 @@ int64_t gemm_weight_item_bytes(DType compute);
 // need a per-thread f32 scratch of their largest weight.
 bool gemm_widens_bf16();
 
+// Whether kept fp8/fp16 linears (PackedLinear::kept) of this compute dtype built now widen the
+// whole weight per call into a per-thread scratch of the kernel dtype (the oneDNN paths), rather
+// than per tile inside the kernel (fp8 on the AMX path).
+bool gemm_kept_widens_whole(DType compute);
+
 class AmxPackedWeight;
 
 class PackedLinear {
@@ -49,18 +54,24 @@ class PackedLinear {
   // weight [N, K] (F32/BF16/F16, any float dtype: converted to `compute`), bias [N] or undefined.
   PackedLinear(const Tensor& weight, const Tensor& bias, DType compute,
                GemmEpilogue epilogue = GemmEpilogue::kNone);
-  // fp8 weights that stay fp8 in memory: `codes` [N, K] F8_E4M3 or F8_E5M2 (the stored bytes),
+  // Weights kept in their stored low-precision dtype. fp8: `codes` [N, K] F8_E4M3 or F8_E5M2
+  // (the stored bytes),
   // the real weight being codes[n, k] x column_scale[n] (ComfyUI's scaled fp8: one scale per
   // tensor, repeated per row; fused parts may differ). Packed once into this compute path's
-  // layout at one byte per element (half of bf16, a quarter of f32). Each forward widens the
-  // codes (exactly: every fp8 value is a bf16 value) into one per-thread scratch of the compute
-  // dtype, runs the GEMM without bias or activation, then applies
-  //   y[:, n] = y[:, n] * column_scale[n] + bias[n], then the epilogue.
+  // layout at one byte per element (half of bf16, a quarter of f32). On the AMX path the kernel
+  // widens each panel's K chunk just before its tiles load (exactly: every fp8 value is a bf16
+  // value; no weight-sized scratch) and its epilogue computes fma(y, column_scale[n], bias[n])
+  // then the activation. On the oneDNN paths each forward widens the codes into one per-thread
+  // scratch of the compute dtype (the whole weight), runs the GEMM without bias or activation,
+  // then applies y[:, n] = y[:, n] * column_scale[n] + bias[n], then the epilogue.
   // Numerically this rounds differently from converting code x scale to bf16 at load (the
   // scale is applied in f32 after the f32 accumulation); it is closer to the f32 product.
-  static PackedLinear fp8(const Tensor& codes, std::vector<float> column_scale, const Tensor& bias,
-                          DType compute, GemmEpilogue epilogue = GemmEpilogue::kNone);
-  bool is_fp8() const;
+  // fp16: `codes` [N, K] F16 with compute F32 only (where it halves the memory; bf16 holds the
+  // same bytes), packed at two bytes per element and widened per call (exactly) into the f32
+  // scratch like fp8 on the oneDNN paths; column_scale is then usually all ones.
+  static PackedLinear kept(const Tensor& codes, std::vector<float> column_scale, const Tensor& bias,
+                           DType compute, GemmEpilogue epilogue = GemmEpilogue::kNone);
+  bool is_kept() const;
   PackedLinear(PackedLinear&&) noexcept;
   PackedLinear& operator=(PackedLinear&&) noexcept;
   ~PackedLinear();

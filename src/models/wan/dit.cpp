@@ -128,11 +128,13 @@ size_t DitBlockWeights::bytes() const {
   return n;
 }
 
-double WanDit::block_weight_bytes(const DitConfig& c, Precision precision, int tp, bool fp8) {
+double WanDit::block_weight_bytes(const DitConfig& c, Precision precision, int tp,
+                                  int kept_item_bytes) {
   const double d = static_cast<double>(c.dim), f = static_cast<double>(c.ffn_dim);
   double matrices = 8 * d * d + 2 * d * f;  // q, k, v, o, cross q, k, v, o; FFN in and out
   if (c.image_branch()) matrices += 2 * d * d;
-  const double item = fp8 ? 1.0
+  const double item = kept_item_bytes > 0
+                          ? static_cast<double>(kept_item_bytes)
                           : static_cast<double>(gemm_weight_item_bytes(
                                 precision == Precision::kBF16 ? DType::kBF16 : DType::kF32));
   // f32 vectors (an upper bound: not divided by tp): the biases (9 of width dim, FFN-in's of
@@ -186,14 +188,22 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision,
   // through a window of two (the one in use and the next, loaded meanwhile), or one when only
   // one fits.
   const int n = static_cast<int>(config.num_layers);
-  // fp8 kept only where the checkpoint stores fp8 (a block's FFN weight says which).
+  // Weights kept as stored only where the checkpoint stores fp8 (or fp16 with fp32 compute): a
+  // block's FFN weight says which.
   m.fp8_fn = residency.fp8;
-  const bool fp8 =
-      config.num_layers > 0 && residency.fp8 && residency.fp8("blocks.0.ffn.0.weight").has_value();
+  int kept_item = 0;
+  if (config.num_layers > 0 && residency.fp8) {
+    const std::optional<Fp8Tensor> probe = residency.fp8("blocks.0.ffn.0.weight");
+    if (probe) kept_item = static_cast<int>(dtype_size(probe->codes.dtype()));
+    if (probe && probe->codes.dtype() == DType::kF16 && precision != Precision::kFP32)
+      throw_input_error(
+          "fp16 weights are kept for fp32 compute only (bf16 holds them at the "
+          "same size)");
+  }
   int pinned = n, window = 0;
   if (residency.budget_bytes > 0) {
     const double stem = static_cast<double>(m.stem_bytes());
-    const double block = block_weight_bytes(config, precision, m.tp.size, fp8);
+    const double block = block_weight_bytes(config, precision, m.tp.size, kept_item);
     const double room = static_cast<double>(residency.budget_bytes) - stem;
     const auto fit = static_cast<int64_t>(std::max(0.0, std::floor(room / block)));
     if (fit < 1)
@@ -207,16 +217,16 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision,
     }
     m.weights_fn = w;  // read again by the loader thread (the caller keeps its source alive)
   }
-  m.block_bytes_estimate = block_weight_bytes(config, precision, m.tp.size, fp8);
+  m.block_bytes_estimate = block_weight_bytes(config, precision, m.tp.size, kept_item);
   if (residency.shard_group) {
     if (residency.budget_bytes > 0)
       throw_input_error(
           "--weights sharded and --weights-budget: choose one (sharded already "
           "holds 1/",
           residency.shard_group->size(), " of the blocks per rank)");
-    if (fp8)
+    if (kept_item > 0)
       throw_input_error(
-          "--weights sharded keeps the checkpoint's bytes; with --keep-fp8 use "
+          "--weights sharded keeps the checkpoint's bytes; with --keep-fp8 or --keep-fp16 use "
           "the resident or streamed modes");
     m.sharded = std::make_unique<ShardedBlocks>(config, w, residency.shard_group, m.tp);
     pinned = 0;

@@ -95,9 +95,11 @@ using WeightFn = std::function<Tensor(const std::string& official_name)>;
 struct WeightResidency {
   int64_t budget_bytes = 0;
   // When set, the blocks' linear weights stored as fp8 (F8_E4M3 / F8_E5M2, ComfyUI's scaled fp8
-  // files) stay fp8 in memory, half of bf16 (kernels/cpu/gemm.h PackedLinear::fp8): this gives
-  // the codes and scale of such a weight (nullopt for one stored otherwise, which is converted
-  // as usual). Unset: fp8 weights are converted to the compute dtype at load.
+  // files) stay fp8 in memory, half of bf16 (kernels/cpu/gemm.h PackedLinear::kept), and with
+  // fp32 compute those stored as fp16 may stay fp16 (half of f32): this gives the codes and
+  // scale of such a weight (nullopt for one stored otherwise, which is converted as usual).
+  // Unset: every weight is converted to the compute dtype at load (dit_checkpoint.h
+  // kept_weight_loader builds it).
   std::function<std::optional<Fp8Tensor>(const std::string&)> fp8;
   // FSDP-style sharding (models/wan/dit_sharded.h): the ranks of this group each keep 1/size of
   // every block's checkpoint bytes, and each block is gathered (by the block loader's thread,
@@ -182,10 +184,11 @@ class WanDit {
   // Bytes held in packed/converted weights (with a budget: at most, the streamed window full).
   size_t weight_bytes() const;
   WeightStreamStats weight_stream_stats() const;
-  // One block's packed weight bytes under tensor parallelism `tp` (from the shapes); `fp8`:
-  // its linears kept fp8 (one byte per weight).
+  // One block's packed weight bytes under tensor parallelism `tp` (from the shapes);
+  // `kept_item_bytes`: its linears kept as stored at that many bytes per weight (1: fp8,
+  // 2: fp16 with fp32 compute); 0: packed in the compute dtype.
   static double block_weight_bytes(const DitConfig& config, Precision precision, int tp = 1,
-                                   bool fp8 = false);
+                                   int kept_item_bytes = 0);
 
   // Self-attention policy for the following forward calls (sparse/attention_policy.h); null
   // (the default) or a plan whose groups are all dense runs the dense path unchanged. With

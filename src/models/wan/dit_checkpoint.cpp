@@ -205,11 +205,22 @@ std::function<Tensor(const std::string&)> shared_loader(std::shared_ptr<const Di
       [ck = std::move(ck), load = std::move(load)](const std::string& name) { return load(name); };
 }
 
-std::function<std::optional<Fp8Tensor>(const std::string&)> shared_fp8_loader(
-    std::shared_ptr<const DitCheckpoint> ck) {
-  auto load = ck->fp8_loader();
-  return
-      [ck = std::move(ck), load = std::move(load)](const std::string& name) { return load(name); };
+std::function<std::optional<Fp8Tensor>(const std::string&)> kept_weight_loader(
+    std::shared_ptr<const DitCheckpoint> ck, bool fp8, bool fp16) {
+  auto load_fp8 = ck->fp8_loader();
+  auto load = ck->loader();
+  return [ck = std::move(ck), load_fp8 = std::move(load_fp8), load = std::move(load), fp8,
+          fp16](const std::string& name) -> std::optional<Fp8Tensor> {
+    if (fp8) {
+      std::optional<Fp8Tensor> f = load_fp8(name);
+      if (f) return f;
+    }
+    if (fp16) {
+      Tensor t = load(name);  // as stored (zero-copy) for anything but scaled fp8
+      if (t.dtype() == DType::kF16) return Fp8Tensor{std::move(t), 1.0f};
+    }
+    return std::nullopt;
+  };
 }
 
 std::shared_ptr<dist::Group> weight_shard_group(const ExecContext& ctx) {
@@ -234,10 +245,15 @@ std::shared_ptr<dist::Group> weight_shard_group(const ExecContext& ctx) {
 }
 
 WanDit open_dit(const std::shared_ptr<const DitCheckpoint>& ck, Precision precision,
-                const ExecContext& ctx, int64_t weights_budget, bool keep_fp8, bool sharded) {
+                const ExecContext& ctx, int64_t weights_budget, bool keep_fp8, bool sharded,
+                bool keep_fp16) {
+  if (keep_fp16 && precision != Precision::kFP32)
+    throw_input_error(
+        "--keep-fp16 keeps fp16 weights for --precision fp32 (half its memory); with bf16 they "
+        "are converted at load to the same size");
   WeightResidency residency;
   residency.budget_bytes = weights_budget;
-  if (keep_fp8) residency.fp8 = shared_fp8_loader(ck);
+  if (keep_fp8 || keep_fp16) residency.fp8 = kept_weight_loader(ck, keep_fp8, keep_fp16);
   if (sharded) residency.shard_group = weight_shard_group(ctx);
   // Streamed blocks are read again at every forward: their loader keeps the checkpoint open.
   const WeightFn weights = weights_budget > 0 ? shared_loader(ck) : ck->loader();

@@ -60,14 +60,17 @@ class DitCheckpoint : private Checkpoint {
 // blocks are streamed (WeightResidency in dit.h) needs, as it reads them again at every forward.
 std::function<Tensor(const std::string&)> shared_loader(std::shared_ptr<const DitCheckpoint> ck);
 
-// The fp8 codes and scale of a weight stored as fp8, keeping `ck` open (WeightResidency::fp8).
-std::function<std::optional<Fp8Tensor>(const std::string&)> shared_fp8_loader(
-    std::shared_ptr<const DitCheckpoint> ck);
+// The weights a model keeps as stored (WeightResidency::fp8), keeping `ck` open: with `fp8` the
+// codes and scale of a weight stored as fp8, with `fp16` a weight stored as fp16 (scale 1);
+// nullopt for any other.
+std::function<std::optional<Fp8Tensor>(const std::string&)> kept_weight_loader(
+    std::shared_ptr<const DitCheckpoint> ck, bool fp8, bool fp16 = false);
 
 // The DiT of `ck` under `ctx` (its tp shard under a mesh): all weights resident, or with
-// `weights_budget` > 0 the blocks beyond it streamed from `ck` (kept open by the model), and with
-// `keep_fp8` fp8 weights kept fp8 (dit.h WeightResidency). The one way commands build a DiT
-// from a checkpoint.
+// `weights_budget` > 0 the blocks beyond it streamed from `ck` (kept open by the model), with
+// `keep_fp8` fp8 weights kept fp8 and with `keep_fp16` (fp32 precision only: InputError with
+// bf16, which holds fp16 weights at the same size) fp16 weights kept fp16 (dit.h
+// WeightResidency). The one way commands build a DiT from a checkpoint.
 // The group a sharded DiT splits its blocks over (WeightResidency::shard_group): a new
 // communicator over the mesh's sp() group (one CFG branch's ring x ulysses ranks of one tp rank).
 // Collective over sp(). JobInputError when sp() has one rank, or without MPI_THREAD_MULTIPLE.
@@ -76,7 +79,7 @@ std::shared_ptr<dist::Group> weight_shard_group(const ExecContext& ctx);
 // `sharded` (`--weights sharded`, needs a mesh): the blocks are split over the ranks that hold the
 // same tensor-parallel shard (WeightResidency::shard_group; a group made here, collectively).
 WanDit open_dit(const std::shared_ptr<const DitCheckpoint>& ck, Precision precision,
-                const ExecContext& ctx, int64_t weights_budget, bool keep_fp8,
-                bool sharded = false);
+                const ExecContext& ctx, int64_t weights_budget, bool keep_fp8, bool sharded = false,
+                bool keep_fp16 = false);
 
 }  // namespace vidax::wan
