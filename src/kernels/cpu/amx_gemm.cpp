@@ -21,7 +21,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 // Functions using AMX or AVX-512 intrinsics; only reached after amx_bf16_usable().
-#define VIDAX_AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
+#define VIDAX_AMX \
+  __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16,avx512vbmi")))
 // GCC 12's tile load/store builtins do not tell the compiler that they read or write memory; a
 // barrier between them and ordinary accesses to the same buffers keeps the order.
 #define VIDAX_AMX_BARRIER() asm volatile("" ::: "memory")
@@ -249,25 +250,23 @@ VIDAX_AMX inline void epilogue_rows(PendingBlock& pb, int64_t count, const Epilo
   pb.next = end;
 }
 
-// fp8 codes (a multiple of 32) to bf16 through the 256-entry table: four 64-entry lookups
-// (vpermt2w), chosen by the code's bits 6 and 7.
-VIDAX_AMX void widen_codes(const uint8_t* codes, int64_t count, const uint16_t* table,
+// fp8 codes to bf16, 64 at a time (`count` a multiple of 64), through two 128-entry byte tables
+// (the low and high bytes of the bf16 value of each magnitude; vpermi2b looks up 64 codes at
+// once) and the code's sign bit, which is the bf16 sign bit's place in the high byte. The
+// byte interleave (unpack within 128-bit lanes) writes words in the order the codes were stored
+// in (AmxPackedWeight::fp8 permutes each 64-code group for it: fp8_group_position).
+VIDAX_AMX void widen_codes(const uint8_t* codes, int64_t count, const uint8_t* table,
                            uint16_t* dst) {
-  __m512i t[8];
-  for (int i = 0; i < 8; ++i) t[i] = _mm512_loadu_si512(table + 32 * i);
-  const __m512i bit6 = _mm512_set1_epi16(0x40), bit7 = _mm512_set1_epi16(0x80);
-  for (int64_t i = 0; i < count; i += 32) {
-    const __m512i idx =
-        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + i)));
-    const __m512i q0 = _mm512_permutex2var_epi16(t[0], idx, t[1]);
-    const __m512i q1 = _mm512_permutex2var_epi16(t[2], idx, t[3]);
-    const __m512i q2 = _mm512_permutex2var_epi16(t[4], idx, t[5]);
-    const __m512i q3 = _mm512_permutex2var_epi16(t[6], idx, t[7]);
-    const __mmask32 m6 = _mm512_test_epi16_mask(idx, bit6);
-    const __mmask32 m7 = _mm512_test_epi16_mask(idx, bit7);
-    const __m512i lo = _mm512_mask_blend_epi16(m6, q0, q1);
-    const __m512i hi = _mm512_mask_blend_epi16(m6, q2, q3);
-    _mm512_store_si512(dst + i, _mm512_mask_blend_epi16(m7, lo, hi));
+  const __m512i lo0 = _mm512_loadu_si512(table), lo1 = _mm512_loadu_si512(table + 64);
+  const __m512i hi0 = _mm512_loadu_si512(table + 128), hi1 = _mm512_loadu_si512(table + 192);
+  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t i = 0; i < count; i += 64) {
+    const __m512i c = _mm512_loadu_si512(codes + i);
+    const __m512i lo = _mm512_permutex2var_epi8(lo0, c, lo1);
+    const __m512i hi =
+        _mm512_or_si512(_mm512_permutex2var_epi8(hi0, c, hi1), _mm512_and_si512(c, sign));
+    _mm512_store_si512(dst + i, _mm512_unpacklo_epi8(lo, hi));
+    _mm512_store_si512(dst + i + 32, _mm512_unpackhi_epi8(lo, hi));
   }
 }
 
@@ -562,20 +561,33 @@ void pack_panels(const T* src, int64_t n, int64_t k, int64_t k_steps, T* dst) {
   }
 }
 
-// The bf16 bits of the 256 codes of an fp8 dtype (built once; convert_floats is exact here).
-const uint16_t* fp8_bf16_table(DType dtype) {
+// The bf16 value of each fp8 magnitude 0..127 as two byte tables (low bytes, then high bytes;
+// the sign bit is the code's own), built once; convert_floats is exact here.
+const uint8_t* fp8_bf16_table(DType dtype) {
   VIDAX_CHECK(dtype == DType::kF8E4M3 || dtype == DType::kF8E5M2, "fp8 table for ",
               dtype_name(dtype));
   static const auto tables = [] {
-    std::array<std::array<uint16_t, 256>, 2> t{};
-    std::array<uint8_t, 256> codes{};
-    for (int i = 0; i < 256; ++i) codes[static_cast<size_t>(i)] = static_cast<uint8_t>(i);
-    convert_floats(codes.data(), DType::kF8E4M3, t[0].data(), DType::kBF16, 256);
-    convert_floats(codes.data(), DType::kF8E5M2, t[1].data(), DType::kBF16, 256);
+    std::array<std::array<uint8_t, 256>, 2> t{};
+    std::array<uint8_t, 128> codes{};
+    for (int i = 0; i < 128; ++i) codes[static_cast<size_t>(i)] = static_cast<uint8_t>(i);
+    for (int d = 0; d < 2; ++d) {
+      std::array<uint16_t, 128> bits{};
+      convert_floats(codes.data(), d == 0 ? DType::kF8E4M3 : DType::kF8E5M2, bits.data(),
+                     DType::kBF16, 128);
+      for (size_t m = 0; m < 128; ++m) {
+        t[static_cast<size_t>(d)][m] = static_cast<uint8_t>(bits[m] & 0xff);
+        t[static_cast<size_t>(d)][128 + m] = static_cast<uint8_t>(bits[m] >> 8);
+      }
+    }
     return t;
   }();
   return tables[dtype == DType::kF8E4M3 ? 0 : 1].data();
 }
+
+// Where the q-th code of a 64-code group is stored so that widen_codes' in-lane byte interleave
+// writes the group's words in order: words 0..31 come from the low 8 bytes of each 128-bit lane,
+// words 32..63 from the high 8.
+int64_t fp8_group_position(int64_t q) { return (q % 32) / 8 * 16 + (q / 32) * 8 + q % 8; }
 
 }  // namespace
 
@@ -586,8 +598,14 @@ AmxPackedWeight AmxPackedWeight::fp8(const uint8_t* codes, DType fp8_dtype, int6
   AmxPackedWeight w;
   w.set_shape(n, k);
   w.fp8_table_ = fp8_bf16_table(fp8_dtype);
-  w.packed_ = allocate_storage(packed_elements(n, k));
-  pack_panels(codes, n, k, w.k_steps_, reinterpret_cast<uint8_t*>(w.packed_->data()));
+  const size_t elements = packed_elements(n, k);  // a multiple of 64
+  std::vector<uint8_t> natural(elements, 0);
+  pack_panels(codes, n, k, w.k_steps_, natural.data());
+  w.packed_ = allocate_storage(elements);
+  auto* stored = reinterpret_cast<uint8_t*>(w.packed_->data());
+#pragma omp parallel for schedule(static)
+  for (int64_t g = 0; g < static_cast<int64_t>(elements / 64); ++g)
+    for (int64_t q = 0; q < 64; ++q) stored[g * 64 + fp8_group_position(q)] = natural[g * 64 + q];
   w.scale_ = std::move(column_scale);
   if (bias != nullptr) {
     w.bias_ = allocate_storage(static_cast<size_t>(n) * sizeof(float));

@@ -36,9 +36,9 @@ class AmxPackedWeight {
   AmxPackedWeight(const BFloat16* weight, int64_t n, int64_t k, const float* bias);
   // fp8 weights kept fp8: `codes` [n, k] row-major F8_E4M3 or F8_E5M2 bytes, packed into the same
   // layout at one byte per element. The GEMM widens each panel's K chunk to bf16 in a per-thread
-  // buffer of at most 128 KiB just before its tiles are loaded (exact: every fp8 value is a bf16
-  // value), and its epilogue computes fma(acc, column_scale[n], bias[n]) before the activation.
-  // `column_scale` has n values; `bias` n floats or null.
+  // buffer of at most 128 KiB just before its tiles are loaded (byte-table lookups, exact: every
+  // fp8 value is a bf16 value), and its epilogue computes fma(acc, column_scale[n], bias[n]) before
+  // the activation. `column_scale` has n values; `bias` n floats or null.
   static AmxPackedWeight fp8(const uint8_t* codes, DType fp8_dtype, int64_t n, int64_t k,
                              std::vector<float> column_scale, const float* bias);
   static size_t packed_elements(int64_t n, int64_t k);
@@ -54,12 +54,13 @@ class AmxPackedWeight {
   const uint16_t* panel(int64_t p) const {
     return reinterpret_cast<const uint16_t*>(packed_->data()) + p * k_steps_ * 1024;
   }
-  // fp8 weights: panel p's codes in the same layout, one byte each.
+  // fp8 weights: panel p's codes in the same layout, one byte each (each 64 codes permuted for
+  // the kernel's widening).
   const uint8_t* code_panel(int64_t p) const {
     return reinterpret_cast<const uint8_t*>(packed_->data()) + p * k_steps_ * 1024;
   }
-  // fp8 weights: the bf16 bits of each of the 256 codes.
-  const uint16_t* fp8_table() const { return fp8_table_; }
+  // fp8 weights: the bf16 value of each magnitude 0..127, low bytes then high bytes.
+  const uint8_t* fp8_table() const { return fp8_table_; }
   const float* bias() const {
     return bias_ ? reinterpret_cast<const float*>(bias_->data()) : nullptr;
   }
@@ -71,8 +72,8 @@ class AmxPackedWeight {
   void set_shape(int64_t n, int64_t k);
   int64_t n_ = 0, k_ = 0, k_steps_ = 0, panels_ = 0;
   std::shared_ptr<Storage> packed_;
-  std::shared_ptr<Storage> bias_;        // n_ floats, or null
-  const uint16_t* fp8_table_ = nullptr;  // static, per fp8 dtype
+  std::shared_ptr<Storage> bias_;       // n_ floats, or null
+  const uint8_t* fp8_table_ = nullptr;  // static, per fp8 dtype
   std::vector<float> scale_;
 };
 

@@ -67,7 +67,9 @@ bool amx_bf16_usable() {
 #if defined(__x86_64__) && defined(__linux__)
   static const bool ok = [] {
     const bool tile = cpuid_bit(7, 0, kEdx, 24), bf16 = cpuid_bit(7, 0, kEdx, 22);
-    if (!tile || !bf16 || !cpu_has_avx512_bf16()) return false;
+    // AVX512-VBMI (byte permutes: the AMX kernel's fp8 widening) comes with every AMX CPU.
+    const bool vbmi = cpuid_bit(7, 0, kEcx, 1);
+    if (!tile || !bf16 || !vbmi || !cpu_has_avx512_bf16()) return false;
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
     return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
   }();

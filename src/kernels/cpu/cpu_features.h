@@ -7,8 +7,9 @@ namespace vidax {
 bool cpu_has_avx2_fma();  // AVX2 and FMA3
 bool cpu_has_avx512f();
 bool cpu_has_avx512_bf16();
-// AMX-TILE + AMX-BF16 present and, on Linux, the tile-data state granted to this process
-// (arch_prctl ARCH_REQ_XCOMP_PERM, requested on the first call).
+// AMX-TILE + AMX-BF16 (with AVX512-BF16 and AVX512-VBMI, which every AMX CPU has) present and,
+// on Linux, the tile-data state granted to this process (arch_prctl ARCH_REQ_XCOMP_PERM,
+// requested on the first call).
 bool amx_bf16_usable();
 
 // Whether BF16 compute should run on AVX512_BF16 dot products (vdpbf16ps) rather than widened to
