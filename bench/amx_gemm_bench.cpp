@@ -128,3 +128,30 @@ BENCHMARK(BM_Gemm_Amx)->Apply(dit_shapes);
 
 }  // namespace
 }  // namespace vidax
+
+namespace vidax {
+namespace {
+
+// Packing one weight into the AMX panel layout, as every load (and every block a weights budget
+// or --weights sharded brings in) does: bf16 [N, K] at the Wan 1.3B FFN-in and q|k|v shapes.
+void BM_AmxPack(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1);
+  std::vector<BFloat16> w(static_cast<size_t>(n * k));
+  for (size_t i = 0; i < w.size(); ++i) w[i].bits = static_cast<uint16_t>(0x3f80 + (i % 97));
+  for (auto _ : state) {
+    const AmxPackedWeight packed(w.data(), n, k, nullptr);
+    benchmark::DoNotOptimize(packed.panel(0));
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(n * k * 2),
+                                              benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_AmxPack)
+    ->ArgNames({"n", "k"})
+    ->Args({8960, 1536})
+    ->Args({4608, 1536})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace vidax

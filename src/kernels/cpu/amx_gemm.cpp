@@ -561,6 +561,53 @@ void pack_panels(const T* src, int64_t n, int64_t k, int64_t k_steps, T* dst) {
   }
 }
 
+// pack_panels for bf16 with AVX-512: each tile is a 16 x 16 transpose of dword pairs (16 weight
+// rows of 32 K values become 16 tile rows of 16 pairs), four shuffle stages in registers; rows
+// past n and K past k are zero. The same bytes as the scalar loop, several times faster: every
+// load, and every block a weights budget or --weights sharded brings in, packs.
+__attribute__((target("avx512f,avx512bw"))) void pack_panels_avx512(const uint16_t* src, int64_t n,
+                                                                    int64_t k, int64_t k_steps,
+                                                                    uint16_t* dst) {
+  const int64_t panels = ceil_div(n, 32);
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < panels; ++p) {
+    for (int64_t s = 0; s < k_steps; ++s) {
+      const int64_t valid = std::min<int64_t>(32, k - s * 32);
+      const auto mask = static_cast<__mmask32>(valid >= 32 ? ~0u : (1u << valid) - 1);
+      for (int64_t j = 0; j < 2; ++j) {
+        __m512i r[16], t[16], u[16];
+        for (int64_t c = 0; c < 16; ++c) {
+          const int64_t row = p * 32 + j * 16 + c;
+          r[c] = row < n ? _mm512_maskz_loadu_epi16(mask, src + row * k + s * 32)
+                         : _mm512_setzero_si512();
+        }
+        for (int i = 0; i < 8; ++i) {
+          t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+          t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+        }
+        // u[4i + m], 128-bit lane L: dword 4L + m of rows 4i .. 4i + 3.
+        for (int i = 0; i < 4; ++i) {
+          u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+          u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+          u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+          u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+        }
+        uint16_t* tile = dst + ((p * k_steps + s) * 2 + j) * kTileElems;
+        for (int m = 0; m < 4; ++m) {  // tile row 4L + m, lane i: u[4i + m]'s lane L
+          const __m512i v0 = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x44);
+          const __m512i v1 = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xEE);
+          const __m512i v2 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x44);
+          const __m512i v3 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xEE);
+          _mm512_store_si512(tile + (0 + m) * 32, _mm512_shuffle_i32x4(v0, v2, 0x88));
+          _mm512_store_si512(tile + (4 + m) * 32, _mm512_shuffle_i32x4(v0, v2, 0xDD));
+          _mm512_store_si512(tile + (8 + m) * 32, _mm512_shuffle_i32x4(v1, v3, 0x88));
+          _mm512_store_si512(tile + (12 + m) * 32, _mm512_shuffle_i32x4(v1, v3, 0xDD));
+        }
+      }
+    }
+  }
+}
+
 // The bf16 value of each fp8 magnitude 0..127 as two byte tables (low bytes, then high bytes;
 // the sign bit is the code's own), built once; convert_floats is exact here.
 const uint8_t* fp8_bf16_table(DType dtype) {
@@ -617,8 +664,13 @@ AmxPackedWeight AmxPackedWeight::fp8(const uint8_t* codes, DType fp8_dtype, int6
 void AmxPackedWeight::pack(const BFloat16* weight, int64_t n, int64_t k, const float* bias) {
   set_shape(n, k);
   packed_ = allocate_storage(static_cast<size_t>(panels_ * k_steps_ * kStepElems) * 2);
-  pack_panels(reinterpret_cast<const uint16_t*>(weight), n, k, k_steps_,
-              reinterpret_cast<uint16_t*>(packed_->data()));
+  const auto* src = reinterpret_cast<const uint16_t*>(weight);
+  auto* dst = reinterpret_cast<uint16_t*>(packed_->data());
+  if (amx_bf16_usable()) {  // (AVX-512 BW with it) the vector transpose
+    pack_panels_avx512(src, n, k, k_steps_, dst);
+  } else {  // the emulations and references that read this layout on other machines
+    pack_panels(src, n, k, k_steps_, dst);
+  }
   if (bias != nullptr) {
     bias_ = allocate_storage(static_cast<size_t>(n) * sizeof(float));
     std::memcpy(bias_->data(), bias, static_cast<size_t>(n) * sizeof(float));
