@@ -20,26 +20,36 @@
 namespace vidax::wan {
 namespace {
 
+// A small t2v or i2v DiT (two heads of 128, three blocks) and one sample for it at timestep t.
+DitConfig tiny_config(bool i2v) {
+  DitConfig c;
+  c.kind = i2v ? DitKind::kI2V : DitKind::kT2V;
+  c.dim = 256, c.num_heads = 2, c.ffn_dim = 384, c.num_layers = 3, c.text_len = 8;
+  c.text_dim = 16, c.freq_dim = 16, c.in_dim = i2v ? 36 : 16;
+  return c;
+}
+DitSample tiny_sample(bool i2v, float t) {
+  DitSample s;
+  s.x = vidax::testing::random_tensor(Shape{16, 2, 4, 6}, 1);
+  if (i2v) {
+    s.y = vidax::testing::random_tensor(Shape{20, 2, 4, 6}, 2);
+    s.clip_fea = vidax::testing::random_tensor(Shape{1, 7, 1280}, 3);
+  }
+  s.context = vidax::testing::random_tensor(Shape{3, 16}, 4);
+  s.t = Tensor::from_floats(std::vector<float>{t}, Shape{1});
+  return s;
+}
+
 TEST(WanDitFp8, KeptFp8MatchesConvertedAndHalvesTheBlocks) {
   vidax::testing::TempDir dir;
   for (bool i2v : {false, true}) {
-    DitConfig c;
-    c.kind = i2v ? DitKind::kI2V : DitKind::kT2V;
-    c.dim = 256, c.num_heads = 2, c.ffn_dim = 384, c.num_layers = 3, c.text_len = 8;
-    c.text_dim = 16, c.freq_dim = 16, c.in_dim = i2v ? 36 : 16;
+    const DitConfig c = tiny_config(i2v);
     const std::string path = dir.file(i2v ? "i2v_fp8.safetensors" : "t2v_fp8.safetensors");
     write_random_dit_checkpoint(path, c, DType::kF8E4M3, 11);
     const auto ck = std::make_shared<const DitCheckpoint>(DitCheckpoint::open(path));
     ck->require_loadable();
     EXPECT_EQ(ck->layout(), DitLayout::kComfyUI);
-    DitSample s;
-    s.x = vidax::testing::random_tensor(Shape{16, 2, 4, 6}, 1);
-    if (i2v) {
-      s.y = vidax::testing::random_tensor(Shape{20, 2, 4, 6}, 2);
-      s.clip_fea = vidax::testing::random_tensor(Shape{1, 7, 1280}, 3);
-    }
-    s.context = vidax::testing::random_tensor(Shape{3, 16}, 4);
-    s.t = Tensor::from_floats(std::vector<float>{700.0f}, Shape{1});
+    const DitSample s = tiny_sample(i2v, 700.0f);
     for (Precision p : {Precision::kFP32, Precision::kBF16}) {
       WanDit converted(c, ck->loader(), p);
       WeightResidency keep;
@@ -70,22 +80,12 @@ TEST(WanDitFp8, KeptFp8MatchesConvertedAndHalvesTheBlocks) {
 TEST(WanDitFp16, KeptFp16MatchesConvertedAndHalvesTheBlocks) {
   vidax::testing::TempDir dir;
   for (bool i2v : {false, true}) {
-    DitConfig c;
-    c.kind = i2v ? DitKind::kI2V : DitKind::kT2V;
-    c.dim = 256, c.num_heads = 2, c.ffn_dim = 384, c.num_layers = 3, c.text_len = 8;
-    c.text_dim = 16, c.freq_dim = 16, c.in_dim = i2v ? 36 : 16;
+    const DitConfig c = tiny_config(i2v);
     const std::string path = dir.file(i2v ? "i2v_f16.safetensors" : "t2v_f16.safetensors");
     write_random_dit_checkpoint(path, c, DType::kF16, 12);
     const auto ck = std::make_shared<const DitCheckpoint>(DitCheckpoint::open(path));
     ck->require_loadable();
-    DitSample s;
-    s.x = vidax::testing::random_tensor(Shape{16, 2, 4, 6}, 1);
-    if (i2v) {
-      s.y = vidax::testing::random_tensor(Shape{20, 2, 4, 6}, 2);
-      s.clip_fea = vidax::testing::random_tensor(Shape{1, 7, 1280}, 3);
-    }
-    s.context = vidax::testing::random_tensor(Shape{3, 16}, 4);
-    s.t = Tensor::from_floats(std::vector<float>{300.0f}, Shape{1});
+    const DitSample s = tiny_sample(i2v, 300.0f);
     WanDit converted(c, ck->loader(), Precision::kFP32);
     WanDit kept = open_dit(ck, Precision::kFP32, {}, 0, false, false, /*keep_fp16=*/true);
     DitConfig stem_config = c;
