@@ -124,6 +124,7 @@ void plan_rollout_request(const GenerateOptions& o, GenerationPlan& plan,
 }  // namespace
 
 GenerationPlan plan_generation(const GenerateOptions& o) {
+  wan::check_keep_fp16(o.keep_fp16, o.precision);  // before any model loads, and in a dry run
   GenerationPlan plan;
   plan.files = o.files;
   const auto dit = wan::DitCheckpoint::open(o.files.dit);
@@ -310,7 +311,7 @@ GenerationPlan plan_generation(const GenerateOptions& o) {
   if (dc.num_layers > 0 && o.keep_fp8 && dit.get_fp8("blocks.0.ffn.0.weight").has_value())
     kept_item = 1;
   if (dc.num_layers > 0 && o.keep_fp16 && o.precision == wan::Precision::kFP32 &&
-      dit.get("blocks.0.ffn.0.weight").dtype() == DType::kF16)
+      dit.source().tensor(dit.file_name("blocks.0.ffn.0.weight")).dtype() == DType::kF16)
     kept_item = 2;
   const double layers = static_cast<double>(dc.num_layers);
   const double stem = static_cast<double>(wan::dit_parameter_count(dc)) *

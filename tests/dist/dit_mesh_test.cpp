@@ -248,7 +248,7 @@ TEST(DitMesh, TensorParallelKeepsFp8Weights) {
     const double stem = static_cast<double>(
         wan::WanDit(stem_config, wan::shared_loader(ck), wan::Precision::kFP32).weight_bytes());
     stream.budget_bytes = static_cast<int64_t>(
-        stem + 1.5 * wan::WanDit::block_weight_bytes(c, wan::Precision::kFP32, spec.tp, true));
+        stem + 1.5 * wan::WanDit::block_weight_bytes(c, wan::Precision::kFP32, spec.tp, 1));
     wan::WanDit streamed(c, wan::shared_loader(ck), wan::Precision::kFP32, ctx, stream);
     EXPECT_EQ(streamed.weight_stream_stats().streamed_blocks, c.num_layers) << spec.str();
     EXPECT_EQ(streamed.forward(sample(false)).to_float_vector(), got.to_float_vector())

@@ -196,5 +196,34 @@ TEST(TextToVideoPlan, KeptFp8WeightsArePlannedAtOneBytePerWeight) {
   EXPECT_NEAR(converted - kept, blocks / 2, 0.05 * blocks) << converted << " " << kept;
 }
 
+// --keep-fp16: an fp16 DiT planned at two bytes per block weight with fp32 (four converted);
+// with bf16 it is refused by the plan, before any model loads.
+TEST(TextToVideoPlan, KeptFp16WeightsArePlannedAtTwoBytesAndNeedFp32) {
+  testing::TempDir dir;
+  GenerateOptions o = wan22_files(dir);
+  wan::DitConfig dit = wan::DitCheckpoint::open(o.files.dit).config();
+  dit.dim = 512, dit.ffn_dim = 1024, dit.num_heads = 4, dit.num_layers = 2;
+  wan::write_random_dit_checkpoint(dir.file("dit_f16.safetensors"), dit, DType::kF16, 6);
+  o.files.dit = dir.file("dit_f16.safetensors");
+  o.precision = wan::Precision::kFP32;
+  auto denoise_weights = [](const GenerationPlan& p) {
+    for (const auto& phase : p.memory.phases)
+      if (phase.phase == "denoise") return phase.weight_bytes;
+    return -1.0;
+  };
+  const double converted = denoise_weights(plan_generation(o));
+  o.keep_fp16 = true;
+  const double kept = denoise_weights(plan_generation(o));
+  const double blocks = 2 * wan::WanDit::block_weight_bytes(dit, wan::Precision::kFP32);
+  EXPECT_NEAR(converted - kept, blocks / 2, 0.05 * blocks) << converted << " " << kept;
+  o.precision = wan::Precision::kBF16;
+  try {
+    plan_generation(o);
+    ADD_FAILURE() << "--keep-fp16 with bf16 was planned";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--precision fp32"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace vidax

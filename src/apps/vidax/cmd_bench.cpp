@@ -87,11 +87,9 @@ void bench_dit(const BenchArgs& a) {
   const int64_t budget = a.residency.budget_bytes();
   const bool keep_fp8 = a.residency.keep_fp8;
   const bool keep_fp16 = a.residency.keep_fp16;
-  if (keep_fp8 && keep_fp16) throw_input_error("--keep-fp8 and --keep-fp16: choose one");
-  if (keep_fp16 && p != wan::Precision::kFP32)
-    throw_input_error(
-        "--keep-fp16 keeps fp16 weights for --precision fp32 (bf16 holds them at "
-        "the same size)");
+  if (keep_fp8 && keep_fp16 && a.weights.empty())  // (a preset is written in one dtype)
+    throw_input_error("--keep-fp8 and --keep-fp16 with --model: choose one");
+  wan::check_keep_fp16(keep_fp16, p);
   const bool sharded = a.residency.sharded();
   const bool streamed = budget > 0;
 

@@ -16,6 +16,7 @@
 #include "apps/vidax/weight_args.h"
 #include "core/error.h"
 #include "io/temp_paths.h"
+#include "models/wan/dit_checkpoint.h"
 #include "serve/video_server.h"
 
 namespace vidax::cli {
@@ -151,6 +152,7 @@ void register_serve(CLI::App& app, int argc, char** argv) {
     o.weights_budget = a->residency.budget_bytes();
     o.keep_fp8 = a->residency.keep_fp8;
     o.keep_fp16 = a->residency.keep_fp16;
+    wan::check_keep_fp16(o.keep_fp16, o.precision);  // at start, not at every job
     o.hash_models = !a->no_hash;
     o.ctx = cli_context();
     s.keep_models = !a->no_keep_models;

@@ -71,10 +71,10 @@ std::unique_ptr<DitBlockWeights> WanDit::Impl::load_block(const WeightFn& w, int
                     LinearSplit split, GemmEpilogue epilogue = GemmEpilogue::kNone) {
     std::vector<Tensor> ws, bs;
     std::vector<float> fp8_scales;
-    if (fp8_fn) {  // kept fp8 when every part is stored as fp8
+    if (fp8_fn) {  // kept as stored when every part is stored kept, in one dtype
       for (const auto& p : parts) {
         std::optional<Fp8Tensor> f = fp8_fn(b + p + ".weight");
-        if (!f) break;
+        if (!f || (!ws.empty() && f->codes.dtype() != ws.front().dtype())) break;
         ws.push_back(f->codes);
         fp8_scales.push_back(f->scale);
       }
@@ -224,7 +224,7 @@ WanDit::WanDit(const DitConfig& config, const WeightFn& w, Precision precision,
           "--weights sharded and --weights-budget: choose one (sharded already "
           "holds 1/",
           residency.shard_group->size(), " of the blocks per rank)");
-    if (kept_item > 0)
+    if (residency.fp8)  // (a shard's gathered slices are not what the kept loader serves)
       throw_input_error(
           "--weights sharded keeps the checkpoint's bytes; with --keep-fp8 or --keep-fp16 use "
           "the resident or streamed modes");

@@ -205,6 +205,13 @@ std::function<Tensor(const std::string&)> shared_loader(std::shared_ptr<const Di
       [ck = std::move(ck), load = std::move(load)](const std::string& name) { return load(name); };
 }
 
+void check_keep_fp16(bool keep_fp16, Precision precision) {
+  if (keep_fp16 && precision != Precision::kFP32)
+    throw_input_error(
+        "--keep-fp16 keeps fp16 weights for --precision fp32 (half its memory); with bf16 they "
+        "are converted at load to the same size");
+}
+
 std::function<std::optional<Fp8Tensor>(const std::string&)> kept_weight_loader(
     std::shared_ptr<const DitCheckpoint> ck, bool fp8, bool fp16) {
   auto load_fp8 = ck->fp8_loader();
@@ -215,10 +222,9 @@ std::function<std::optional<Fp8Tensor>(const std::string&)> kept_weight_loader(
       std::optional<Fp8Tensor> f = load_fp8(name);
       if (f) return f;
     }
-    if (fp16) {
-      Tensor t = load(name);  // as stored (zero-copy) for anything but scaled fp8
-      if (t.dtype() == DType::kF16) return Fp8Tensor{std::move(t), 1.0f};
-    }
+    // The stored dtype from the file's own view (zero-copy), before anything is converted.
+    if (fp16 && ck->source().tensor(ck->file_name(name)).dtype() == DType::kF16)
+      return Fp8Tensor{load(name), 1.0f};  // an F16 tensor is served as stored
     return std::nullopt;
   };
 }
@@ -247,10 +253,7 @@ std::shared_ptr<dist::Group> weight_shard_group(const ExecContext& ctx) {
 WanDit open_dit(const std::shared_ptr<const DitCheckpoint>& ck, Precision precision,
                 const ExecContext& ctx, int64_t weights_budget, bool keep_fp8, bool sharded,
                 bool keep_fp16) {
-  if (keep_fp16 && precision != Precision::kFP32)
-    throw_input_error(
-        "--keep-fp16 keeps fp16 weights for --precision fp32 (half its memory); with bf16 they "
-        "are converted at load to the same size");
+  check_keep_fp16(keep_fp16, precision);
   WeightResidency residency;
   residency.budget_bytes = weights_budget;
   if (keep_fp8 || keep_fp16) residency.fp8 = kept_weight_loader(ck, keep_fp8, keep_fp16);

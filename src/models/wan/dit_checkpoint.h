@@ -66,6 +66,10 @@ std::function<Tensor(const std::string&)> shared_loader(std::shared_ptr<const Di
 std::function<std::optional<Fp8Tensor>(const std::string&)> kept_weight_loader(
     std::shared_ptr<const DitCheckpoint> ck, bool fp8, bool fp16 = false);
 
+// InputError when --keep-fp16 is asked with a precision other than fp32 (bf16 holds fp16 weights
+// at the same size): every command checks it before loading anything.
+void check_keep_fp16(bool keep_fp16, Precision precision);
+
 // The DiT of `ck` under `ctx` (its tp shard under a mesh): all weights resident, or with
 // `weights_budget` > 0 the blocks beyond it streamed from `ck` (kept open by the model), with
 // `keep_fp8` fp8 weights kept fp8 and with `keep_fp16` (fp32 precision only: InputError with
