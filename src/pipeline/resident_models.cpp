@@ -82,7 +82,7 @@ wan::WanDit& ResidentModels::dit(const std::string& path, wan::Precision precisi
     dit_.model.reset();
     const auto ck = std::make_shared<const wan::DitCheckpoint>(wan::DitCheckpoint::open(path));
     dit_.model = std::make_unique<wan::WanDit>(
-        wan::open_dit(ck, precision, ctx, weights_budget, keep_fp8, false, keep_fp16));
+        wan::open_dit(ck, precision, ctx, weights_budget, keep_fp8, sharded, keep_fp16));
     {
       std::lock_guard lock(keys_mutex_);
       dit_.key = key;
