@@ -175,20 +175,29 @@ TEST(TextToVideoPlan, SidecarPathFollowsTheOutput) {
 namespace vidax {
 namespace {
 
+// The denoise phase's planned weight bytes.
+double denoise_weights(const GenerationPlan& p) {
+  for (const auto& phase : p.memory.phases)
+    if (phase.phase == "denoise") return phase.weight_bytes;
+  return -1.0;
+}
+
+// Points `o` at a two-block DiT wide enough for the blocks to dominate, stored as `dtype`.
+wan::DitConfig use_wide_dit(GenerateOptions& o, const testing::TempDir& dir, DType dtype) {
+  wan::DitConfig dit = wan::DitCheckpoint::open(o.files.dit).config();
+  dit.dim = 512, dit.ffn_dim = 1024, dit.num_heads = 4, dit.num_layers = 2;
+  const std::string path = dir.file("dit_" + std::string(dtype_name(dtype)) + ".safetensors");
+  wan::write_random_dit_checkpoint(path, dit, dtype, 5);
+  o.files.dit = path;
+  return dit;
+}
+
 // The plan counts a kept fp8 DiT at one byte per block weight (plus a widening scratch of the
 // largest matrix), and the same fp8 file converted at load at the compute dtype's size.
 TEST(TextToVideoPlan, KeptFp8WeightsArePlannedAtOneBytePerWeight) {
   testing::TempDir dir;
   GenerateOptions o = wan22_files(dir);
-  wan::DitConfig dit = wan::DitCheckpoint::open(o.files.dit).config();
-  dit.dim = 512, dit.ffn_dim = 1024, dit.num_heads = 4, dit.num_layers = 2;
-  wan::write_random_dit_checkpoint(dir.file("dit_fp8.safetensors"), dit, DType::kF8E4M3, 5);
-  o.files.dit = dir.file("dit_fp8.safetensors");
-  auto denoise_weights = [](const GenerationPlan& p) {
-    for (const auto& phase : p.memory.phases)
-      if (phase.phase == "denoise") return phase.weight_bytes;
-    return -1.0;
-  };
+  const wan::DitConfig dit = use_wide_dit(o, dir, DType::kF8E4M3);
   const double converted = denoise_weights(plan_generation(o));
   o.keep_fp8 = true;
   const double kept = denoise_weights(plan_generation(o));
@@ -201,16 +210,8 @@ TEST(TextToVideoPlan, KeptFp8WeightsArePlannedAtOneBytePerWeight) {
 TEST(TextToVideoPlan, KeptFp16WeightsArePlannedAtTwoBytesAndNeedFp32) {
   testing::TempDir dir;
   GenerateOptions o = wan22_files(dir);
-  wan::DitConfig dit = wan::DitCheckpoint::open(o.files.dit).config();
-  dit.dim = 512, dit.ffn_dim = 1024, dit.num_heads = 4, dit.num_layers = 2;
-  wan::write_random_dit_checkpoint(dir.file("dit_f16.safetensors"), dit, DType::kF16, 6);
-  o.files.dit = dir.file("dit_f16.safetensors");
+  const wan::DitConfig dit = use_wide_dit(o, dir, DType::kF16);
   o.precision = wan::Precision::kFP32;
-  auto denoise_weights = [](const GenerationPlan& p) {
-    for (const auto& phase : p.memory.phases)
-      if (phase.phase == "denoise") return phase.weight_bytes;
-    return -1.0;
-  };
   const double converted = denoise_weights(plan_generation(o));
   o.keep_fp16 = true;
   const double kept = denoise_weights(plan_generation(o));
