@@ -217,8 +217,9 @@ PackedLinear PackedLinear::kept(const Tensor& codes_in, std::vector<float> colum
   im.column_scale = std::move(column_scale);
   if (bias.defined()) im.fp8_bias = bias.to_float_vector();
   im.fp8_epilogue = epilogue;
-  // The codes as numbers 0..255 (exact in bf16 and f32), packed by the path's own packing, then
-  // read back as bytes: the packed layout at one byte per element.
+  // AMX: the codes in the kernel's panel layout (AmxPackedWeight::fp8). oneDNN: the codes as
+  // numbers (0..255, or fp16 bits 0..65535 in f32: exact) packed by oneDNN, then read back as
+  // codes: the packed layout at one (two) bytes per element.
   if (use_amx_gemm(compute)) {  // our kernel widens per tile and scales in its epilogue
     im.amx_fp8 = true;
     im.code_count = AmxPackedWeight::packed_elements(n, k);
