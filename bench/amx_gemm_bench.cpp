@@ -7,6 +7,7 @@
 // VIDAX_GEMM_BENCH_EXTRA=1 adds ffn_in without GELU and with f32 output (epilogue cost).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -19,6 +20,7 @@
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "kernels/cpu/amx_gemm.h"
+#include "kernels/cpu/amx_reuse_gemm.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm.h"
 
@@ -125,6 +127,77 @@ void BM_Gemm_OneDnn(benchmark::State& s) { run_gemm(s, Impl::kOneDnn); }
 void BM_Gemm_Amx(benchmark::State& s) { run_gemm(s, Impl::kAmx); }
 BENCHMARK(BM_Gemm_OneDnn)->Apply(dit_shapes);
 BENCHMARK(BM_Gemm_Amx)->Apply(dit_shapes);
+
+// Kaleido's fused reuse kernel (amx_gemm_bf16_reuse) at the same shapes, against BM_Gemm_Amx in
+// the same run. Args: m, k, n, gelu, bf16 output, and the share of (32-row block, channel group)
+// pairs whose rows move at every call, in percent (100: nothing reused, the method's pure
+// overhead; 0: everything reused, only the kept product is read and the output written). Two
+// inputs that differ in those pairs alternate, so every call does the same work.
+void BM_AmxReuse(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const GemmEpilogue ep = state.range(3) != 0 ? GemmEpilogue::kGeluTanh : GemmEpilogue::kNone;
+  const bool bf16_out = state.range(4) != 0;
+  const int64_t moving = state.range(5);
+  if (!amx_bf16_usable()) {
+    state.SkipWithError("AMX-BF16 not usable");
+    return;
+  }
+  const Inputs& in = inputs(m, k, n);
+  const AmxPackedWeight w(in.w, in.b);
+  std::vector<BFloat16> xb = in.x;
+  const int64_t groups = (k + 31) / 32;
+  for (int64_t b = 0; b < (m + 31) / 32; ++b)
+    for (int64_t g = 0; g < groups; ++g) {
+      if ((b * groups + g) * 7919 % 100 >= moving) continue;  // a fixed spread of the pairs
+      for (int64_t r = b * 32; r < std::min(m, b * 32 + 32); ++r)
+        for (int64_t c = g * 32; c < std::min(k, g * 32 + 32); ++c) {
+          BFloat16& v = xb[static_cast<size_t>(r * k + c)];
+          v.bits = f32_to_bf16(bf16_to_f32(v.bits) + 1.f);
+        }
+    }
+  std::vector<BFloat16> ref(static_cast<size_t>(m * k));
+  std::vector<float> kept(static_cast<size_t>(amx_reuse_kept_elements(m, w))),
+      sumsq(static_cast<size_t>(k)), limit(static_cast<size_t>(k), 0.1f),
+      y(static_cast<size_t>(m * n));
+  std::vector<BFloat16> yb(static_cast<size_t>(m * n));
+  AmxReuseState st;
+  st.ref = ref.data();
+  st.kept = kept.data();
+  st.sumsq = sumsq.data();
+  st.limit = limit.data();
+  AmxReuseOutput out;
+  if (bf16_out)
+    out.bf16 = yb.data();
+  else
+    out.f32 = y.data();
+  st.first = true;
+  amx_gemm_bf16_reuse(in.x.data(), m, k, w, ep, st, out);
+  st.first = false;
+  int64_t calls = 0;
+  AmxReuseCounts last;
+  for (auto _ : state) {
+    last = amx_gemm_bf16_reuse(calls++ % 2 == 0 ? xb.data() : in.x.data(), m, k, w, ep, st, out);
+    benchmark::ClobberMemory();
+  }
+  const double blocks = static_cast<double>((m + 31) / 32 * groups);
+  state.counters["skipped"] = static_cast<double>(last.steps_skipped) / blocks;
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * n * k),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
+void reuse_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"m", "k", "n", "gelu", "bf16out", "moving"});
+  for (const int64_t moving : {100, 50, 0}) {
+    b->Args({1950, 1536, 4608, 0, 0, moving});
+    b->Args({1950, 1536, 8960, 1, 1, moving});
+    b->Args({1950, 8960, 1536, 0, 0, moving});
+  }
+  b->Unit(benchmark::kMillisecond);
+  b->UseRealTime();
+  b->MinTime(0.5);
+}
+BENCHMARK(BM_AmxReuse)->Apply(reuse_shapes);
 
 }  // namespace
 }  // namespace vidax

@@ -8,6 +8,7 @@
 #include "core/convert.h"
 #include "core/error.h"
 #include "kernels/cpu/amx_gemm.h"
+#include "kernels/cpu/amx_reuse_gemm.h"
 #include "kernels/cpu/channel_reuse.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/elementwise.h"
@@ -32,8 +33,8 @@ struct SiteState {
   bool bf16 = false, delta = false, valid = false;
   std::vector<BFloat16> x16;  // x_ref, bf16 compute
   std::vector<float> x32;     // x_ref, f32 compute
-  std::vector<float> y;       // y_prev, pre-activation with bias (delta only)
-  std::vector<float> sumsq;   // [k] per-channel sum of x^2 of the last call (its RMS: limits)
+  std::vector<float> y;  // y_prev, pre-activation with bias, in the kernel's 32x32 blocks (delta)
+  std::vector<float> sumsq;  // [k] per-channel sum of x^2 of the last call (its RMS: limits)
 };
 
 }  // namespace
@@ -67,7 +68,49 @@ class Kaleido::Hook : public wan::LinearHook {
     cnt.groups += rows * groups;
     cnt.tiles += blocks * groups;
 
-    // The values the GEMM consumes, in its dtype.
+    const bool refresh = o_.refresh > 0 && call.step % o_.refresh == 0;
+    const bool first = !st.valid || st.rows != rows || st.k != k || st.n != n || st.bf16 != bf16 ||
+                       st.delta != delta || refresh;
+    if (first) {  // everything computed; the state starts here
+      st = SiteState{};
+      st.rows = rows, st.k = k, st.n = n, st.bf16 = bf16, st.delta = delta, st.valid = true;
+      st.sumsq.resize(static_cast<size_t>(k));
+    } else {  // the allowance: thresh x each channel's RMS over the last call's rows
+      limit_.resize(static_cast<size_t>(k));
+      for (int64_t c = 0; c < k; ++c)
+        limit_[static_cast<size_t>(c)] =
+            static_cast<float>(o_.thresh) *
+            std::sqrt(st.sumsq[static_cast<size_t>(c)] / static_cast<float>(rows));
+    }
+    if (delta) {
+      // One fused kernel: decisions, delta, x_ref and y_prev updates, the skipped tiles.
+      if (first) {
+        st.x16.resize(static_cast<size_t>(rows * k));
+        st.y.resize(static_cast<size_t>(amx_reuse_kept_elements(rows, *amx)));
+      }
+      AmxReuseState rs;
+      rs.ref = st.x16.data();
+      rs.kept = st.y.data();
+      rs.limit = first ? nullptr : limit_.data();
+      rs.sumsq = st.sumsq.data();
+      rs.first = first;
+      AmxReuseOutput out;
+      out.f32 = call.y16 != nullptr ? nullptr : call.y;
+      out.bf16 = call.y16;
+      const AmxReuseCounts rc = call.x_bf16
+                                    ? amx_gemm_bf16_reuse(static_cast<const BFloat16*>(call.x),
+                                                          rows, k, *amx, lin.epilogue(), rs, out)
+                                    : amx_gemm_bf16_reuse(static_cast<const float*>(call.x), rows,
+                                                          k, *amx, lin.epilogue(), rs, out);
+      if (!first) {
+        cnt.groups_reused += rc.groups_reused;
+        cnt.tiles_skipped += rc.steps_skipped;
+        cnt.flops_saved += rc.flops_skipped;
+        flops_saved_[static_cast<size_t>(call.cfg_branch == 1 ? 1 : 0)] += rc.flops_skipped;
+      }
+      return true;
+    }
+    // Emulation: the values the linear consumes, in its dtype.
     xin16_.clear();
     const BFloat16* x16 = nullptr;
     const float* x32 = nullptr;
@@ -83,13 +126,7 @@ class Kaleido::Hook : public wan::LinearHook {
       VIDAX_CHECK(!call.x_bf16, "kaleido: bf16 input to an f32 linear");
       x32 = static_cast<const float*>(call.x);
     }
-    const bool refresh = o_.refresh > 0 && call.step % o_.refresh == 0;
-    if (!st.valid || st.rows != rows || st.k != k || st.n != n || st.bf16 != bf16 ||
-        st.delta != delta || refresh) {
-      // Everything computed; the state starts here.
-      st = SiteState{};
-      st.rows = rows, st.k = k, st.n = n, st.bf16 = bf16, st.delta = delta, st.valid = true;
-      st.sumsq.resize(static_cast<size_t>(k));
+    if (first) {
       if (bf16) {
         st.x16.assign(x16, x16 + rows * k);
         channel_sumsq(x16, rows, k, st.sumsq.data());
@@ -97,32 +134,16 @@ class Kaleido::Hook : public wan::LinearHook {
         st.x32.assign(x32, x32 + rows * k);
         channel_sumsq(x32, rows, k, st.sumsq.data());
       }
-      if (!delta) return false;  // the linear runs as usual on x (= x_ref)
-      st.y.resize(static_cast<size_t>(rows * n));
-      init_bias(st.y.data(), rows, n, amx->bias());
-      amx_gemm_bf16_accumulate(x16, rows, k, *amx, nullptr, st.y.data());
-      finish(call, lin, st.y.data(), rows, n);
-      return true;
+      return false;  // the linear runs as usual on x (= x_ref)
     }
-    // Which (row, group) pairs moved beyond thresh x the channel's RMS of the last call; x_ref
-    // follows them (and the delta the GEMM multiplies is written on the delta path).
-    limit_.resize(static_cast<size_t>(k));
-    for (int64_t c = 0; c < k; ++c)
-      limit_[static_cast<size_t>(c)] =
-          static_cast<float>(o_.thresh) *
-          std::sqrt(st.sumsq[static_cast<size_t>(c)] / static_cast<float>(rows));
+    // Which (row, group) pairs moved beyond the allowance; x_ref follows them.
     changed_.resize(static_cast<size_t>(rows * groups));
-    int64_t reused = 0;
-    if (bf16) {
-      if (delta) dx16_.resize(static_cast<size_t>(rows * k));
-      reused = channel_group_update(x16, st.x16.data(), rows, k, limit_.data(), changed_.data(),
-                                    delta ? dx16_.data() : nullptr, st.sumsq.data());
-    } else {
-      reused = channel_group_update(x32, st.x32.data(), rows, k, limit_.data(), changed_.data(),
-                                    st.sumsq.data());
-    }
+    const int64_t reused = bf16 ? channel_group_update(x16, st.x16.data(), rows, k, limit_.data(),
+                                                       changed_.data(), st.sumsq.data())
+                                : channel_group_update(x32, st.x32.data(), rows, k, limit_.data(),
+                                                       changed_.data(), st.sumsq.data());
     cnt.groups_reused += reused;
-    // The blocks' step mask: a group is computed for a 32-row block when any of its rows moved.
+    // What the delta path would skip: a group for a 32-row block when none of its rows moved.
     mask_.assign(static_cast<size_t>(blocks * groups), 0);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t g = 0; g < groups; ++g)
@@ -140,11 +161,6 @@ class Kaleido::Hook : public wan::LinearHook {
     cnt.flops_saved += saved;
     flops_saved_[static_cast<size_t>(call.cfg_branch == 1 ? 1 : 0)] += saved;
 
-    if (delta) {
-      amx_gemm_bf16_accumulate(dx16_.data(), rows, k, *amx, mask_.data(), st.y.data());
-      finish(call, lin, st.y.data(), rows, n);
-      return true;
-    }
     // Emulation: the linear on x_ref, whose moved groups were just updated.
     const void* xr =
         bf16 ? static_cast<const void*>(st.x16.data()) : static_cast<const void*>(st.x32.data());
@@ -176,42 +192,14 @@ class Kaleido::Hook : public wan::LinearHook {
   }
 
  private:
-  static void init_bias(float* y, int64_t rows, int64_t n, const float* bias) {
-    for (int64_t r = 0; r < rows; ++r) {
-      if (bias != nullptr)
-        std::memcpy(y + r * n, bias, sizeof(float) * static_cast<size_t>(n));
-      else
-        std::memset(y + r * n, 0, sizeof(float) * static_cast<size_t>(n));
-    }
-  }
-  // The call's output from the pre-activation y: the linear's epilogue, then its dtype.
-  void finish(const wan::LinearCall& call, const PackedLinear& lin, const float* y, int64_t rows,
-              int64_t n) {
-    const auto count = static_cast<size_t>(rows * n);
-    const GemmEpilogue ep = lin.epilogue();
-    const float* out = y;
-    if (ep != GemmEpilogue::kNone) {
-      act_.resize(count);
-      if (ep == GemmEpilogue::kGeluTanh)
-        gelu_tanh(y, act_.data(), static_cast<int64_t>(count));
-      else
-        gelu_erf(y, act_.data(), static_cast<int64_t>(count));
-      out = act_.data();
-    }
-    if (call.y16 != nullptr)
-      convert_floats(out, DType::kF32, call.y16, DType::kBF16, count);
-    else
-      std::memcpy(call.y, out, sizeof(float) * count);
-  }
-
   wan::DitConfig cfg_;
   KaleidoOptions o_;
   std::array<std::vector<SiteState>, 2> state_;
   std::vector<ReuseCounts> counts_;
   std::array<double, 2> flops_saved_{0, 0};
-  std::vector<BFloat16> xin16_, dx16_;
+  std::vector<BFloat16> xin16_;
   std::vector<uint8_t> changed_, mask_;
-  std::vector<float> act_, limit_;
+  std::vector<float> limit_;
 };
 
 Kaleido::Kaleido(RunInfo run, KaleidoOptions o)

@@ -10,8 +10,9 @@
 //
 // Execution ("exec="):
 //  - delta (AMX-BF16 machines, bf16 precision): the product above on the AMX tiles, skipping
-//    every (32-token block, channel group) that no token of the block changed
-//    (kernels/cpu/amx_gemm.h amx_gemm_bf16_accumulate): real savings, counted in the work;
+//    every (32-token block, channel group) that no token of the block changed, with the
+//    decisions, x_ref and y_prev updates fused into the GEMM (kernels/cpu/amx_reuse_gemm.h):
+//    real savings, counted in the work;
 //  - emulate (anywhere): the same numbers by running the linear on x_ref with the changed
 //    groups updated (x_ref . W^T = y_prev + delta . W^T): no savings, the work it reports is
 //    what the delta path would do;

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
 #include <thread>
 
 #include "support/test_support.h"
@@ -144,7 +146,8 @@ TEST(RolloutCli, CtrlCPublishesTheFinishedChunks) {
   // 340 chunks of a tiny model: long enough to be interrupted well before its end.
   const std::string cmd =
       std::string(VIDAX_BINARY) + " generate --model " + model_dir("self-forcing") +
-      " --rollout --prompt x --size 64x64 --frames 4077 --no-hash -o " + out.file("long.mp4");
+      " --rollout --progress --prompt x --size 64x64 --frames 4077 --no-hash -o " +
+      out.file("long.mp4");
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -152,15 +155,17 @@ TEST(RolloutCli, CtrlCPublishesTheFinishedChunks) {
           static_cast<char*>(nullptr));
     _exit(127);
   }
-  // Once the writer's temporary exists the rollout is under way; give it a few chunks.
+  // Interrupt once the progress line reports frames written (the first chunk is out, so the
+  // graceful handler is armed), however slow the machine is at the moment.
+  const std::regex written("rollout  [1-9][0-9]*/");
   bool started = false;
-  for (int i = 0; i < 600 && !started; ++i) {
+  for (int i = 0; i < 2400 && !started; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    for (const auto& e : fs::directory_iterator(out.path()))
-      started |= e.path().filename().string().find(".tmp.") != std::string::npos;
+    std::ifstream log_now(out.file("log.txt"));
+    const std::string text((std::istreambuf_iterator<char>(log_now)), {});
+    started = std::regex_search(text, written);
   }
-  ASSERT_TRUE(started) << "the run never created its temporary output";
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  ASSERT_TRUE(started) << "the run never reported a written chunk";
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);

@@ -13,95 +13,16 @@
 #include "core/convert.h"
 #include "core/error.h"
 #include "core/thread_scratch.h"
+#include "kernels/cpu/amx_tiles-inl.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/elementwise.h"
-
-// GCC 12 warns inside its own AVX-512 intrinsic headers (their _mm512_undefined_* helpers).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-// Functions using AMX or AVX-512 intrinsics; only reached after amx_bf16_usable().
-#define VIDAX_AMX \
-  __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16,avx512vbmi")))
-// GCC 12's tile load/store builtins do not tell the compiler that they read or write memory; a
-// barrier between them and ordinary accesses to the same buffers keeps the order.
-#define VIDAX_AMX_BARRIER() asm volatile("" ::: "memory")
 
 namespace vidax {
 namespace {
 
-constexpr int64_t kTileElems = 16 * 32;         // bf16 per A or B tile (16 rows x 64 bytes)
-constexpr int64_t kStepElems = 2 * kTileElems;  // two tiles per 32-deep K step
-constexpr int64_t kMaxBlockSubs = 8;            // M block: up to 8 x 32 = 256 rows
-constexpr int64_t kMaxChunkBytes = 1 << 20;     // packed A block per thread (L2 resident)
-constexpr int64_t kPrefetchRows = 8;            // f32 A rows prefetched ahead while packing
+using namespace amx_detail;  // NOLINT(google-build-using-namespace): this file is the kernel
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// Palette 1, tiles 0-7 all 16 rows x 64 bytes: 0-3 C (f32), 4-5 A, 6-7 B.
-struct alignas(64) TileConfig {
-  uint8_t palette_id = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-  TileConfig() {
-    for (int t = 0; t < 8; ++t) {
-      colsb[t] = 64;
-      rows[t] = 16;
-    }
-  }
-};
-
-// A per-thread buffer that only grows, 64-byte aligned, reused across calls.
-struct ThreadBuffer {
-  void* p = nullptr;
-  size_t bytes = 0;
-  ThreadBuffer() = default;
-  ThreadBuffer& operator=(ThreadBuffer&& o) noexcept {
-    std::swap(p, o.p);
-    std::swap(bytes, o.bytes);
-    return *this;
-  }
-  ~ThreadBuffer() { std::free(p); }
-  void* get(size_t want) {
-    if (want > bytes) {
-      std::free(p);
-      bytes = (want + 63) / 64 * 64;
-      p = std::aligned_alloc(64, bytes);
-      VIDAX_CHECK(p != nullptr, "out of memory for AMX GEMM buffers (", bytes, " bytes)");
-    }
-    return p;
-  }
-};
-
-// Round to nearest even; NaN stays a quiet NaN (as f32_to_bf16).
-VIDAX_AMX inline __m256i to_bf16(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r =
-      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(r);
-}
-
-// 32 consecutive values of row `src` from column c, `valid` of them real (the rest zero), as
-// bf16: loaded as is from bf16, rounded to nearest even from f32.
-VIDAX_AMX inline __m512i load_k_step(const BFloat16* src, int64_t valid) {
-  const auto* p = reinterpret_cast<const uint16_t*>(src);
-  if (valid == 32) return _mm512_loadu_si512(p);
-  return _mm512_maskz_loadu_epi16(static_cast<__mmask32>((1ull << valid) - 1), p);
-}
-VIDAX_AMX inline __m512i load_k_step(const float* src, int64_t valid) {
-  const auto m0 = static_cast<__mmask16>(valid >= 16 ? 0xffff : (1u << valid) - 1);
-  const auto m1 = static_cast<__mmask16>(valid >= 32   ? 0xffff
-                                         : valid <= 16 ? 0
-                                                       : (1u << (valid - 16)) - 1);
-  const __m256i lo = to_bf16(_mm512_maskz_loadu_ps(m0, src));
-  const __m256i hi = to_bf16(_mm512_maskz_loadu_ps(m1, src + 16));
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
+constexpr int64_t kPrefetchRows = 8;  // f32 A rows prefetched ahead while packing
 
 // Copies rows [r0, r0 + rows) x K steps [s0, s0 + steps) of x into the A-tile layout
 // [subs][steps][2 tiles][16 rows][32], zero-filling rows >= `rows` and columns >= k (f32 x is
@@ -139,117 +60,6 @@ VIDAX_AMX void pack_a(const X* x, int64_t x_stride, int64_t k, int64_t r0, int64
   }
 }
 
-// 16 lanes of gelu(approximate='tanh') = x sigmoid(2u), u = c (x + a x^3) with PyTorch's f32
-// constants, evaluated in double (8 lanes at a time) and rounded to f32 once: the exponential's
-// argument carries no f32 rounding (which exp would amplify by 2|u|), so the result is within
-// ~0.5 ulp of the exact function. exp(-2u) = 2^n e^r (|r| <= ln2/2, Taylor degree 9, 2e-11
-// relative); 1 / (1 + t) by rcp14 and two Newton steps. NaN propagates; gelu(-inf) gives -0.
-VIDAX_AMX inline __m512d gelu_tanh_pd(__m512d x) {
-  const __m512d a = _mm512_set1_pd(static_cast<double>(0.044715f));
-  const __m512d m2c = _mm512_set1_pd(-2.0 * static_cast<double>(0.797884561f));
-  const __m512d one = _mm512_set1_pd(1.0);
-  __m512d z = _mm512_mul_pd(_mm512_mul_pd(x, m2c), _mm512_fmadd_pd(a, _mm512_mul_pd(x, x), one));
-  z = _mm512_min_pd(_mm512_set1_pd(700.0), _mm512_max_pd(_mm512_set1_pd(-1000.0), z));
-  const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(z, _mm512_set1_pd(1.4426950408889634)),
-                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(0.6931471805599453), z);
-  // Horner for sum_{i<=9} r^i / i!
-  __m512d p = _mm512_set1_pd(1.0 / 362880.0);
-  p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 40320.0));
-  p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 5040.0));
-  p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 720.0));
-  p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 120.0));
-  p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 24.0));
-  p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / 6.0));
-  p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(0.5));
-  p = _mm512_fmadd_pd(p, r, one);
-  p = _mm512_fmadd_pd(p, r, one);
-  const __m512d d = _mm512_add_pd(one, _mm512_scalef_pd(p, n));  // 1 + exp(-2u)
-  __m512d q = _mm512_rcp14_pd(d);
-  q = _mm512_mul_pd(q, _mm512_fnmadd_pd(d, q, _mm512_set1_pd(2.0)));
-  q = _mm512_mul_pd(q, _mm512_fnmadd_pd(d, q, _mm512_set1_pd(2.0)));
-  return _mm512_mul_pd(x, q);
-}
-
-VIDAX_AMX inline __m512 gelu_tanh_ps(__m512 x) {
-  const __m256 lo = _mm512_castps512_ps256(x);
-  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
-  const __m256 rlo = _mm512_cvtpd_ps(gelu_tanh_pd(_mm512_cvtps_pd(lo)));
-  const __m256 rhi = _mm512_cvtpd_ps(gelu_tanh_pd(_mm512_cvtps_pd(hi)));
-  return _mm512_castpd_ps(
-      _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(rlo)), _mm256_castps_pd(rhi), 1));
-}
-
-struct Output {
-  float* f32 = nullptr;
-  BFloat16* bf16 = nullptr;
-  int64_t n = 0;  // row stride
-};
-
-// A finished 32x32 block whose epilogue (bias, GELU, conversion, stores) is still to be done,
-// row by row, while the tile unit computes the next block.
-struct PendingBlock {
-  float* c = nullptr;  // 32x32 f32, row stride 32; null: nothing pending
-  int64_t next = 0, rows = 0, cols = 0, r0 = 0, n0 = 0;
-};
-
-struct EpilogueArgs {
-  const float* scale = nullptr;  // fp8 weights: acc * scale + bias
-  const float* bias = nullptr;
-  GemmEpilogue epilogue = GemmEpilogue::kNone;
-  Output out;
-};
-
-// Epilogue of rows [pb.next, pb.next + count) of the pending block.
-VIDAX_AMX inline void epilogue_rows(PendingBlock& pb, int64_t count, const EpilogueArgs& ea) {
-  const int64_t end = std::min(pb.rows, pb.next + count);
-  const int64_t cols = pb.cols;
-  const __mmask16 m0 = static_cast<__mmask16>(cols >= 16 ? 0xffff : (1u << cols) - 1);
-  const __mmask16 m1 = static_cast<__mmask16>(cols >= 32   ? 0xffff
-                                              : cols <= 16 ? 0
-                                                           : (1u << (cols - 16)) - 1);
-  __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
-  if (ea.bias != nullptr) {
-    b0 = _mm512_maskz_loadu_ps(m0, ea.bias + pb.n0);
-    b1 = _mm512_maskz_loadu_ps(m1, ea.bias + pb.n0 + 16);
-  }
-  __m512 s0 = _mm512_set1_ps(1.0f), s1 = s0;
-  if (ea.scale != nullptr) {
-    s0 = _mm512_maskz_loadu_ps(m0, ea.scale + pb.n0);
-    s1 = _mm512_maskz_loadu_ps(m1, ea.scale + pb.n0 + 16);
-  }
-  for (int64_t r = pb.next; r < end; ++r) {
-    float* row = pb.c + r * 32;
-    __m512 v0, v1;
-    if (ea.scale != nullptr) {
-      v0 = _mm512_fmadd_ps(_mm512_load_ps(row), s0, b0);
-      v1 = _mm512_fmadd_ps(_mm512_load_ps(row + 16), s1, b1);
-    } else {
-      v0 = _mm512_add_ps(_mm512_load_ps(row), b0);
-      v1 = _mm512_add_ps(_mm512_load_ps(row + 16), b1);
-    }
-    if (ea.epilogue == GemmEpilogue::kGeluTanh) {
-      v0 = gelu_tanh_ps(v0);
-      v1 = gelu_tanh_ps(v1);
-    } else if (ea.epilogue == GemmEpilogue::kGeluErf) {
-      _mm512_store_ps(row, v0);
-      _mm512_store_ps(row + 16, v1);
-      gelu_erf(row, row, 32);
-      v0 = _mm512_load_ps(row);
-      v1 = _mm512_load_ps(row + 16);
-    }
-    const int64_t at = (pb.r0 + r) * ea.out.n + pb.n0;
-    if (ea.out.f32 != nullptr) {
-      _mm512_mask_storeu_ps(ea.out.f32 + at, m0, v0);
-      _mm512_mask_storeu_ps(ea.out.f32 + at + 16, m1, v1);
-    } else {
-      _mm256_mask_storeu_epi16(ea.out.bf16 + at, m0, to_bf16(v0));
-      _mm256_mask_storeu_epi16(ea.out.bf16 + at + 16, m1, to_bf16(v1));
-    }
-  }
-  pb.next = end;
-}
-
 // fp8 codes to bf16, 64 at a time (`count` a multiple of 64), through two 128-entry byte tables
 // (the low and high bytes of the bf16 value of each magnitude; vpermi2b looks up 64 codes at
 // once) and the code's sign bit, which is the bf16 sign bit's place in the high byte. The
@@ -268,18 +78,6 @@ VIDAX_AMX void widen_codes(const uint8_t* codes, int64_t count, const uint8_t* t
     _mm512_store_si512(dst + i, _mm512_unpacklo_epi8(lo, hi));
     _mm512_store_si512(dst + i + 32, _mm512_unpackhi_epi8(lo, hi));
   }
-}
-
-// One 32-deep K step of a 32x32 block: C tiles 0-3 += A tiles (a) x B tiles (b).
-VIDAX_AMX inline void tile_step(const uint16_t* a, const uint16_t* b) {
-  _tile_loadd(4, a, 64);
-  _tile_loadd(6, b, 64);
-  _tile_loadd(5, a + kTileElems, 64);
-  _tile_dpbf16ps(0, 4, 6);
-  _tile_loadd(7, b + kTileElems, 64);
-  _tile_dpbf16ps(2, 5, 6);
-  _tile_dpbf16ps(1, 4, 7);
-  _tile_dpbf16ps(3, 5, 7);
 }
 
 // c (32x32 f32, row stride 32) = or += a[steps] x b[steps]: 2 A tiles x 2 B tiles per step.
@@ -425,86 +223,6 @@ void run(const X* x, int64_t m, int64_t x_stride, const AmxPackedWeight& w, Gemm
   }
 #pragma omp parallel num_threads(threads)
   run_thread(plan, x, x_stride, w, epilogue, out, omp_get_thread_num(), omp_get_num_threads());
-}
-
-// c (32x32 f32, row stride 32) += the selected steps' products: a holds the selected steps'
-// A tiles one after another, `step_of[i]` is the K step of the i-th.
-VIDAX_AMX void tile_block_selected(const uint16_t* a, const uint16_t* panel, const int32_t* step_of,
-                                   int64_t count, float* c) {
-  VIDAX_AMX_BARRIER();
-  _tile_loadd(0, c, 128);
-  _tile_loadd(1, c + 16, 128);
-  _tile_loadd(2, c + 16 * 32, 128);
-  _tile_loadd(3, c + 16 * 32 + 16, 128);
-  for (int64_t i = 0; i < count; ++i) {
-    const uint16_t* b = panel + static_cast<int64_t>(step_of[i]) * kStepElems;
-    tile_step(a, b);
-    a += kStepElems;
-  }
-  _tile_stored(0, c, 128);
-  _tile_stored(1, c + 16, 128);
-  _tile_stored(2, c + 16 * 32, 128);
-  _tile_stored(3, c + 16 * 32 + 16, 128);
-  VIDAX_AMX_BARRIER();
-}
-
-// Row blocks [b0, b1) of 32 rows, up to kMaxBlockSubs at a time: each block's selected steps
-// are packed once, then every weight panel runs against the blocks of the group while it is in
-// L2 (as the dense kernel shares a panel across an M block).
-VIDAX_AMX void accumulate_blocks(const BFloat16* x, int64_t m, int64_t x_stride,
-                                 const AmxPackedWeight& w, const uint8_t* step_mask, float* y,
-                                 int64_t b0, int64_t b1) {
-  static thread_local ThreadScratch<ThreadBuffer> a_scratch;
-  auto* a =
-      static_cast<uint16_t*>(a_scratch.value.get(kMaxBlockSubs * w.k_steps() * kStepElems * 2));
-  std::vector<int32_t> steps[kMaxBlockSubs];
-  int64_t offset[kMaxBlockSubs];
-  alignas(64) float c[32 * 32];
-  const TileConfig config;
-  VIDAX_AMX_BARRIER();
-  _tile_loadconfig(&config);
-  const int64_t n = w.n();
-  for (int64_t g0 = b0; g0 < b1; g0 += kMaxBlockSubs) {
-    const int64_t g1 = std::min(b1, g0 + kMaxBlockSubs);
-    int64_t packed = 0;
-    for (int64_t blk = g0; blk < g1; ++blk) {
-      std::vector<int32_t>& st = steps[blk - g0];
-      st.clear();
-      for (int64_t s = 0; s < w.k_steps(); ++s)
-        if (step_mask == nullptr || step_mask[blk * w.k_steps() + s] != 0)
-          st.push_back(static_cast<int32_t>(s));
-      offset[blk - g0] = packed;
-      const int64_t r0 = blk * 32, rows = std::min<int64_t>(32, m - r0);
-      for (const int32_t s : st) {
-        pack_a(x, x_stride, w.k(), r0, rows, 1, s, 1, a + packed * kStepElems);
-        ++packed;
-      }
-    }
-    if (packed == 0) continue;
-    for (int64_t p = 0; p < w.panels(); ++p) {
-      const int64_t n0 = p * 32, cols = std::min<int64_t>(32, n - n0);
-      for (int64_t blk = g0; blk < g1; ++blk) {
-        const std::vector<int32_t>& st = steps[blk - g0];
-        if (st.empty()) continue;
-        const int64_t r0 = blk * 32, rows = std::min<int64_t>(32, m - r0);
-        for (int64_t r = 0; r < 32; ++r) {
-          float* cr = c + r * 32;
-          if (r < rows) {
-            std::memcpy(cr, y + (r0 + r) * n + n0, sizeof(float) * static_cast<size_t>(cols));
-            std::memset(cr + cols, 0, sizeof(float) * static_cast<size_t>(32 - cols));
-          } else {
-            std::memset(cr, 0, sizeof(float) * 32);
-          }
-        }
-        tile_block_selected(a + offset[blk - g0] * kStepElems, w.panel(p), st.data(),
-                            static_cast<int64_t>(st.size()), c);
-        for (int64_t r = 0; r < rows; ++r)
-          std::memcpy(y + (r0 + r) * n + n0, c + r * 32, sizeof(float) * static_cast<size_t>(cols));
-      }
-    }
-  }
-  _tile_release();
-  VIDAX_AMX_BARRIER();
 }
 
 }  // namespace
@@ -699,43 +417,6 @@ void amx_gemm_bf16(const float* x, int64_t m, int64_t x_stride, const AmxPackedW
   out.f32 = y;
   out.n = w.n();
   run(x, m, x_stride, w, epilogue, out);
-}
-
-void amx_gemm_bf16_accumulate(const BFloat16* x, int64_t m, int64_t x_stride,
-                              const AmxPackedWeight& w, const uint8_t* step_mask, float* y) {
-  VIDAX_CHECK(amx_bf16_usable(), "amx_gemm_bf16_accumulate on a machine without usable AMX-BF16");
-  VIDAX_CHECK(w.defined() && x_stride >= w.k(), "amx_gemm_bf16_accumulate: bad weight or stride");
-  VIDAX_CHECK(!w.is_fp8(), "amx_gemm_bf16_accumulate takes bf16 weights, not fp8");
-  if (m <= 0) return;
-  const int64_t blocks = ceil_div(m, 32);
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (threads == 1 || blocks == 1) {
-    accumulate_blocks(x, m, x_stride, w, step_mask, y, 0, blocks);
-    return;
-  }
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    accumulate_blocks(x, m, x_stride, w, step_mask, y, blocks * t / nt, blocks * (t + 1) / nt);
-  }
-}
-
-void gemm_accumulate_steps_reference(const BFloat16* x, int64_t m, int64_t x_stride,
-                                     const AmxPackedWeight& w, const uint8_t* step_mask, float* y) {
-  const int64_t n = w.n(), k = w.k(), steps = w.k_steps();
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t col = 0; col < n; ++col) {
-      const int64_t p = col / 32, j = (col % 32) / 16, cc = col % 16;
-      double sum = 0;
-      for (int64_t kk = 0; kk < k; ++kk) {
-        const int64_t s = kk / 32, q = (kk % 32) / 2, e = kk % 2;
-        if (step_mask != nullptr && step_mask[(r / 32) * steps + s] == 0) continue;
-        const uint16_t wv = w.panel(p)[(s * 2 + j) * kTileElems + q * 32 + cc * 2 + e];
-        sum += static_cast<double>(bf16_to_f32(wv)) *
-               static_cast<double>(bf16_to_f32(x[r * x_stride + kk].bits));
-      }
-      y[r * n + col] += static_cast<float>(sum);
-    }
 }
 
 }  // namespace vidax

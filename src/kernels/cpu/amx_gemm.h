@@ -10,10 +10,10 @@
 //
 // Every entry point requires amx_bf16_usable() (kernels/cpu/cpu_features.h); calling it on a
 // machine without usable AMX is an internal error. fp8 weights (AmxPackedWeight::fp8) run through
-// the same entry points; amx_gemm_bf16_accumulate takes bf16 weights only. The kernel parallelises
-// over (M block, N range) on the OpenMP pool; called from inside an active parallel region it runs
-// on the calling thread alone. Thread-safety: an AmxPackedWeight is immutable after construction
-// and may be shared by concurrent calls with distinct outputs.
+// the same entry points; amx_gemm_bf16_reuse (amx_reuse_gemm.h) takes bf16 weights only. The kernel
+// parallelises over (M block, N range) on the OpenMP pool; called from inside an active parallel
+// region it runs on the calling thread alone. Thread-safety: an AmxPackedWeight is immutable after
+// construction and may be shared by concurrent calls with distinct outputs.
 #pragma once
 
 #include <cstdint>
@@ -89,18 +89,5 @@ void amx_gemm_bf16(const BFloat16* x, int64_t m, int64_t x_stride, const AmxPack
 // conversion pass over x (e.g. keys read in place from a strided q/k/v buffer).
 void amx_gemm_bf16(const float* x, int64_t m, int64_t x_stride, const AmxPackedWeight& w, float* y,
                    GemmEpilogue epilogue = GemmEpilogue::kNone);
-
-// Channel-group reuse (accel/kaleido.h): y[m, n] += x[m, k] . W^T over selected 32-deep K steps
-// only, no bias, no epilogue. step_mask: [ceil(m / 32)][w.k_steps()] bytes, nonzero = compute
-// that K step for those 32 rows (null: every step). Each 32-row block reads its selected steps
-// of x into A tiles and skips the others entirely, so the work is the share of selected
-// (block, step) pairs. Requires amx_bf16_usable().
-void amx_gemm_bf16_accumulate(const BFloat16* x, int64_t m, int64_t x_stride,
-                              const AmxPackedWeight& w, const uint8_t* step_mask, float* y);
-
-// The same in plain C++ (double sums of bf16 products, read from the packed layout), on any
-// machine: the scalar reference the AMX kernel is tested against.
-void gemm_accumulate_steps_reference(const BFloat16* x, int64_t m, int64_t x_stride,
-                                     const AmxPackedWeight& w, const uint8_t* step_mask, float* y);
 
 }  // namespace vidax

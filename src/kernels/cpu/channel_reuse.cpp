@@ -10,15 +10,15 @@
 namespace vidax {
 namespace {
 
-constexpr int64_t kSumChunks = 16;  // fixed partial sums of x^2: thread-count independent
+constexpr int64_t kSumRows = 32;  // partial sums of x^2 per 32-row block: thread-count independent
 
 #define VIDAX_REUSE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
 inline float value(const BFloat16* p, int64_t i) { return bf16_to_f32(p[i].bits); }
 
-// One row's groups: moved flags, ref update, delta; adds x^2 into acc [k]. Returns still groups.
+// One row's groups: moved flags, ref update; adds x^2 into acc [k]. Returns still groups.
 VIDAX_REUSE_CLONES int64_t row_bf16(const BFloat16* x, BFloat16* ref, int64_t k, const float* limit,
-                                    uint8_t* changed, BFloat16* delta, float* acc) {
+                                    uint8_t* changed, float* acc) {
   int64_t still = 0;
   for (int64_t c0 = 0, g = 0; c0 < k; c0 += kChannelGroup, ++g) {
     const int64_t c1 = std::min(k, c0 + kChannelGroup);
@@ -32,14 +32,7 @@ VIDAX_REUSE_CLONES int64_t row_bf16(const BFloat16* x, BFloat16* ref, int64_t k,
     const bool moved = worst > 0.f;
     changed[g] = moved ? 1 : 0;
     still += moved ? 0 : 1;
-    if (moved) {
-      for (int64_t c = c0; c < c1; ++c) {
-        if (delta != nullptr) delta[c].bits = f32_to_bf16(value(x, c) - value(ref, c));
-        ref[c] = x[c];
-      }
-    } else if (delta != nullptr) {
-      std::memset(delta + c0, 0, sizeof(BFloat16) * static_cast<size_t>(c1 - c0));
-    }
+    if (moved) std::memcpy(ref + c0, x + c0, sizeof(BFloat16) * static_cast<size_t>(c1 - c0));
   }
   return still;
 }
@@ -74,21 +67,24 @@ VIDAX_REUSE_CLONES void sumsq_row_f32(const float* x, int64_t k, float* acc) {
   for (int64_t c = 0; c < k; ++c) acc[c] += x[c] * x[c];
 }
 
-// Rows split into kSumChunks fixed chunks; `row(r, acc)` handles row r with the chunk's
-// accumulator; the chunks' sums are added in order into sumsq. Returns the sum of row()'s.
+// Rows in blocks of kSumRows; `row(r, acc)` handles row r with its block's accumulator; the
+// blocks' sums are added in order into sumsq (the order amx_gemm_bf16_reuse sums in). Returns
+// the sum of row()'s.
 template <typename RowFn>
 int64_t over_chunks(int64_t rows, int64_t k, float* sumsq, RowFn row) {
-  const int64_t chunks = std::min<int64_t>(kSumChunks, std::max<int64_t>(rows, 1));
-  std::vector<float> part(static_cast<size_t>(chunks * k), 0.f);
+  const int64_t blocks = std::max<int64_t>((rows + kSumRows - 1) / kSumRows, 1);
+  std::vector<float> part(static_cast<size_t>(blocks * k), 0.f);
   int64_t total = 0;
 #pragma omp parallel for schedule(static) reduction(+ : total)
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    float* acc = part.data() + ch * k;
-    for (int64_t r = rows * ch / chunks; r < rows * (ch + 1) / chunks; ++r) total += row(r, acc);
+  for (int64_t b = 0; b < blocks; ++b) {
+    float* acc = part.data() + b * k;
+    for (int64_t r = b * kSumRows; r < std::min(rows, (b + 1) * kSumRows); ++r)
+      total += row(r, acc);
   }
+#pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < k; ++c) {
     float s = 0;
-    for (int64_t ch = 0; ch < chunks; ++ch) s += part[static_cast<size_t>(ch * k + c)];
+    for (int64_t b = 0; b < blocks; ++b) s += part[static_cast<size_t>(b * k + c)];
     sumsq[c] = s;
   }
   return total;
@@ -97,11 +93,10 @@ int64_t over_chunks(int64_t rows, int64_t k, float* sumsq, RowFn row) {
 }  // namespace
 
 int64_t channel_group_update(const BFloat16* x, BFloat16* ref, int64_t rows, int64_t k,
-                             const float* limit, uint8_t* changed, BFloat16* delta, float* sumsq) {
+                             const float* limit, uint8_t* changed, float* sumsq) {
   const int64_t groups = (k + kChannelGroup - 1) / kChannelGroup;
   return over_chunks(rows, k, sumsq, [&](int64_t r, float* acc) {
-    return row_bf16(x + r * k, ref + r * k, k, limit, changed + r * groups,
-                    delta != nullptr ? delta + r * k : nullptr, acc);
+    return row_bf16(x + r * k, ref + r * k, k, limit, changed + r * groups, acc);
   });
 }
 

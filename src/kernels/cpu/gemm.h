@@ -82,7 +82,7 @@ class PackedLinear {
   DType compute_dtype() const;
   GemmEpilogue epilogue() const;
   // The AMX-packed bf16 weight (with its bias) when this linear runs on our AMX kernel (not fp8);
-  // null on every other path. For kernels that reuse the packing (amx_gemm_bf16_accumulate).
+  // null on every other path. For kernels that reuse the packing (amx_gemm_bf16_reuse).
   const AmxPackedWeight* amx_weight() const;
   size_t packed_bytes() const;
 
