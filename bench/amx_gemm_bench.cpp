@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/buffer.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "kernels/cpu/amx_gemm.h"
@@ -156,8 +157,9 @@ void BM_AmxReuse(benchmark::State& state) {
         }
     }
   std::vector<BFloat16> ref(static_cast<size_t>(m * k));
-  std::vector<float> kept(static_cast<size_t>(amx_reuse_kept_elements(m, w))),
-      sumsq(static_cast<size_t>(k)), limit(static_cast<size_t>(k), 0.1f),
+  Buffer<float> kept(static_cast<size_t>(amx_reuse_kept_elements(m, w)));
+  std::fill(kept.data(), kept.data() + amx_reuse_kept_elements(m, w), 0.f);
+  std::vector<float> sumsq(static_cast<size_t>(k)), limit(static_cast<size_t>(k), 0.1f),
       y(static_cast<size_t>(m * n));
   std::vector<BFloat16> yb(static_cast<size_t>(m * n));
   AmxReuseState st;

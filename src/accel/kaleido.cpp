@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/buffer.h"
 #include "core/convert.h"
 #include "core/error.h"
 #include "kernels/cpu/amx_gemm.h"
@@ -33,7 +34,8 @@ struct SiteState {
   bool bf16 = false, delta = false, valid = false;
   std::vector<BFloat16> x16;  // x_ref, bf16 compute
   std::vector<float> x32;     // x_ref, f32 compute
-  std::vector<float> y;  // y_prev, pre-activation with bias, in the kernel's 32x32 blocks (delta)
+  Buffer<float> y;  // y_prev, pre-activation with bias, in the kernel's 32x32 blocks (delta;
+                    // aligned, huge pages when large: the kernel streams it 4 KiB at a time)
   std::vector<float> sumsq;  // [k] per-channel sum of x^2 of the last call (its RMS: limits)
 };
 
@@ -86,7 +88,9 @@ class Kaleido::Hook : public wan::LinearHook {
       // One fused kernel: decisions, delta, x_ref and y_prev updates, the skipped tiles.
       if (first) {
         st.x16.resize(static_cast<size_t>(rows * k));
-        st.y.resize(static_cast<size_t>(amx_reuse_kept_elements(rows, *amx)));
+        const auto kept = static_cast<size_t>(amx_reuse_kept_elements(rows, *amx));
+        st.y.resize(kept);
+        std::fill(st.y.data(), st.y.data() + kept, 0.f);  // the padding is read, never output
       }
       AmxReuseState rs;
       rs.ref = st.x16.data();

@@ -145,18 +145,31 @@ struct Case {
   int64_t m, n, k;
   bool f32_input, bf16_output;
   GemmEpilogue epilogue;
+  int64_t stride_pad;  // x's row stride is k + stride_pad
 };
+
+// x [m, k] copied into rows of stride k + pad (the padding holds values that must not be read
+// as part of a row: large ones).
+template <typename T>
+std::vector<T> strided(const std::vector<T>& x, int64_t m, int64_t k, int64_t pad, T fill) {
+  std::vector<T> out(static_cast<size_t>(m * (k + pad)), fill);
+  for (int64_t r = 0; r < m; ++r)
+    std::copy(x.begin() + r * k, x.begin() + (r + 1) * k, out.begin() + r * (k + pad));
+  return out;
+}
 
 TEST(AmxReuseGemm, EqualsTheReferenceOverSeveralCallsOnRaggedShapes) {
   if (!amx_bf16_usable()) GTEST_SKIP() << "AMX-BF16 is not usable on this machine (CPU or OS)";
   const Case cases[] = {
-      {1, 1, 1, false, false, GemmEpilogue::kNone},
-      {33, 40, 70, true, false, GemmEpilogue::kGeluTanh},
-      {300, 65, 2100, false, true, GemmEpilogue::kNone},   // 2 row blocks of 256, 2 K chunks
-      {64, 96, 4100, true, true, GemmEpilogue::kGeluErf},  // 3 K chunks
-      {530, 33, 100, false, false, GemmEpilogue::kGeluTanh},
+      {1, 1, 1, false, false, GemmEpilogue::kNone, 0},
+      {33, 40, 70, true, false, GemmEpilogue::kGeluTanh, 3},
+      {300, 65, 2100, false, true, GemmEpilogue::kNone, 0},   // 2 row blocks of 256, 2 K chunks
+      {64, 96, 4100, true, true, GemmEpilogue::kGeluErf, 0},  // 3 K chunks
+      {530, 33, 100, false, false, GemmEpilogue::kGeluTanh, 28},
+      {96, 64, 64, false, false, GemmEpilogue::kGeluErf, 0},
   };
   std::mt19937 rng(7);
+  const int threads_before = omp_get_max_threads();
   for (const Case& cs : cases) {
     for (const int threads : {1, 2}) {
       omp_set_num_threads(threads);
@@ -164,8 +177,10 @@ TEST(AmxReuseGemm, EqualsTheReferenceOverSeveralCallsOnRaggedShapes) {
                                std::to_string(cs.k) + " threads " + std::to_string(threads);
       const std::vector<BFloat16> wv =
           random_bf16(static_cast<size_t>(cs.n * cs.k), rng, 1.f / std::sqrt(float(cs.k)));
-      std::vector<float> bias(static_cast<size_t>(cs.n), 0.25f);
+      std::vector<float> bias(static_cast<size_t>(cs.n));
+      for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.25f - 0.01f * static_cast<float>(i);
       const AmxPackedWeight w(wv.data(), cs.n, cs.k, bias.data());
+      const int64_t stride = cs.k + cs.stride_pad;
       const size_t xs = static_cast<size_t>(cs.m * cs.k), ys = static_cast<size_t>(cs.m * cs.n);
       Sim got{std::vector<BFloat16>(xs),
               std::vector<float>(static_cast<size_t>(amx_reuse_kept_elements(cs.m, w))),
@@ -181,7 +196,10 @@ TEST(AmxReuseGemm, EqualsTheReferenceOverSeveralCallsOnRaggedShapes) {
         }
         std::vector<float> want_y(ys), got_y(ys);
         std::vector<BFloat16> got_y16(ys);
-        const AmxReuseCounts wc = gemm_reuse_reference(x.data(), cs.m, cs.k, w, cs.epilogue,
+        BFloat16 big{};
+        big.bits = f32_to_bf16(1e4f);
+        const std::vector<BFloat16> xp = strided(x, cs.m, cs.k, cs.stride_pad, big);
+        const AmxReuseCounts wc = gemm_reuse_reference(xp.data(), cs.m, stride, w, cs.epilogue,
                                                        want.state(&limit, first), want_y.data());
         AmxReuseOutput out;
         if (cs.bf16_output)
@@ -190,13 +208,13 @@ TEST(AmxReuseGemm, EqualsTheReferenceOverSeveralCallsOnRaggedShapes) {
           out.f32 = got_y.data();
         AmxReuseCounts gc;
         if (cs.f32_input) {  // the same bf16 values as f32: rounded back exactly
-          std::vector<float> xf(xs);
-          for (size_t i = 0; i < xs; ++i) xf[i] = value(x[i]);
-          gc = amx_gemm_bf16_reuse(xf.data(), cs.m, cs.k, w, cs.epilogue, got.state(&limit, first),
-                                   out);
+          std::vector<float> xf(xp.size());
+          for (size_t i = 0; i < xp.size(); ++i) xf[i] = value(xp[i]);
+          gc = amx_gemm_bf16_reuse(xf.data(), cs.m, stride, w, cs.epilogue,
+                                   got.state(&limit, first), out);
         } else {
-          gc = amx_gemm_bf16_reuse(x.data(), cs.m, cs.k, w, cs.epilogue, got.state(&limit, first),
-                                   out);
+          gc = amx_gemm_bf16_reuse(xp.data(), cs.m, stride, w, cs.epilogue,
+                                   got.state(&limit, first), out);
         }
         if (cs.bf16_output)
           for (size_t i = 0; i < ys; ++i) got_y[i] = value(got_y16[i]);
@@ -226,7 +244,7 @@ TEST(AmxReuseGemm, EqualsTheReferenceOverSeveralCallsOnRaggedShapes) {
       }
     }
   }
-  omp_set_num_threads(omp_get_num_procs());
+  omp_set_num_threads(threads_before);
 }
 
 TEST(AmxReuseGemm, FirstCallIsTheDenseKernelBitForBit) {
@@ -235,10 +253,14 @@ TEST(AmxReuseGemm, FirstCallIsTheDenseKernelBitForBit) {
   for (const auto& [m, n, k] :
        {std::tuple<int64_t, int64_t, int64_t>{77, 70, 3000}, {300, 130, 96}}) {
     const std::vector<BFloat16> wv = random_bf16(static_cast<size_t>(n * k), rng, 0.05f);
-    std::vector<float> bias(static_cast<size_t>(n), -0.5f);
+    std::vector<float> bias(static_cast<size_t>(n));
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.02f * static_cast<float>(i) - 0.5f;
     const AmxPackedWeight w(wv.data(), n, k, bias.data());
     const std::vector<BFloat16> x = random_bf16(static_cast<size_t>(m * k), rng);
-    for (const GemmEpilogue ep : {GemmEpilogue::kNone, GemmEpilogue::kGeluTanh}) {
+    std::vector<float> xf(x.size());
+    for (size_t i = 0; i < x.size(); ++i) xf[i] = value(x[i]);
+    for (const GemmEpilogue ep :
+         {GemmEpilogue::kNone, GemmEpilogue::kGeluTanh, GemmEpilogue::kGeluErf}) {
       std::vector<float> dense_y(static_cast<size_t>(m * n)), y(dense_y.size());
       amx_gemm_bf16(x.data(), m, k, w, dense_y.data(), ep);
       Sim s{std::vector<BFloat16>(x.size()),
@@ -254,6 +276,10 @@ TEST(AmxReuseGemm, FirstCallIsTheDenseKernelBitForBit) {
       out.bf16 = y16.data();
       amx_gemm_bf16_reuse(x.data(), m, k, w, ep, s.state(nullptr, true), out);
       for (size_t i = 0; i < y16.size(); ++i) ASSERT_EQ(y16[i].bits, dense16[i].bits) << i;
+      out = AmxReuseOutput{};  // f32 activations, rounded while they are read
+      out.f32 = y.data();
+      amx_gemm_bf16_reuse(xf.data(), m, k, w, ep, s.state(nullptr, true), out);
+      EXPECT_EQ(y, dense_y) << "f32 input " << m << "x" << n << "x" << k;
     }
   }
 }

@@ -218,12 +218,24 @@ VIDAX_AMX void reuse_rows(const X* x, int64_t x_stride, const AmxPackedWeight& w
           const int64_t rs = r0 + sub * 32, rows_sub = std::min<int64_t>(32, rows - sub * 32);
           float* c = c_all != nullptr ? c_all + (p * subs + sub) * 1024 : scratch;
           float* kept = s.kept + (p * plan.row_blocks + sub0 + sub) * 1024;
-          if (ch == 0 && !s.first) {  // the next block's kept product, one page, into L2
+          if (ch == 0 && !s.first && (sub + 1 < subs || p + 1 < w.panels())) {
+            // the next block's kept product, into L2
             const char* next = reinterpret_cast<const char*>(
                 sub + 1 < subs ? kept + 1024 : s.kept + ((p + 1) * plan.row_blocks + sub0) * 1024);
-            if (sub + 1 < subs || p + 1 < w.panels())
-              for (int64_t line = 0; line < 4096; line += 64)
-                _mm_prefetch(next + line, _MM_HINT_T1);
+            for (int64_t line = 0; line < 4096; line += 64) _mm_prefetch(next + line, _MM_HINT_T1);
+          }
+          if (plan.chunks == 1 && !s.first && count[sub] == 0) {
+            // Nothing to add: the epilogue reads the kept block itself (no tile traffic), while
+            // the next computed block's tiles run.
+            if (pending.c != nullptr) epilogue_rows(pending, pending.rows, ea);
+            pending.c = kept;
+            pending.next = 0;
+            pending.rows = rows_sub;
+            pending.cols = cols;
+            pending.r0 = rs;
+            pending.n0 = n0;
+            pending.keep = nullptr;
+            continue;
           }
           const float* c_in = ch > 0 ? c : s.first ? nullptr : kept;
           tile_block_reuse(a + sub * plan.chunk_steps * kStepElems, b, step_of[sub], count[sub],

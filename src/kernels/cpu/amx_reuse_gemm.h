@@ -4,9 +4,11 @@
 //   kept += (x - ref)[moved] . W[:, moved]^T        y = activation(kept)
 // Channels come in groups of 32 (one AMX K step). A row's group moved when any channel c of it
 // satisfies |x - ref| - limit[c] > 0 (bf16 values compared in f32); ref follows x in the groups
-// that moved and keeps its old values elsewhere, so the reuse error stays below the limits and
-// does not drift. A 32-row block computes a K step when any of its rows moved in that group (the
-// tile is the unit of skipped work); rows that did not move contribute zero to that step.
+// that moved and keeps its old values elsewhere, so the inputs a kept product stands for stay
+// within the limits of x (no drift). The delta is rounded to bf16 before its product is added,
+// so the kept product carries that rounding (as a bf16 GEMM's inputs do) until a refresh. A 32-row
+// block computes a K step when any of its rows moved in that group (the tile is the unit of skipped
+// work); rows that did not move contribute zero to that step.
 //
 // One pass per 32-row block and K chunk does the decisions, the delta (x - ref rounded to bf16,
 // written straight into the A-tile layout), the ref update and the per-channel sums of x^2; the
@@ -52,9 +54,11 @@ struct AmxReuseOutput {
 };
 
 // The kept product's layout: 32x32 blocks (32 rows x one weight panel's 32 columns, row-major
-// inside, zero-padded), the row blocks of one panel after each other (the kernel's inner loop),
-// so the tiles load and the epilogue stores 4 KiB at a time, in order. Elements for m rows, and
-// where element (r, c) of an m-row product is.
+// inside, padded), the row blocks of one panel after each other (the kernel's inner loop), so
+// the tiles load and the epilogue stores 4 KiB at a time, in order (one page each when the
+// buffer is page-aligned, e.g. core/buffer.h from 4 MiB up). A block that computes nothing is
+// read by the epilogue in place. The padding is never written to the output. Elements for m rows,
+// and where element (r, c) of an m-row product is.
 int64_t amx_reuse_kept_elements(int64_t m, const AmxPackedWeight& w);
 int64_t amx_reuse_kept_index(int64_t m, int64_t r, int64_t c);
 

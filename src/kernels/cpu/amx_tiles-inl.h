@@ -106,7 +106,7 @@ VIDAX_AMX inline __m512i load_k_step(const float* src, int64_t valid) {
 // constants, evaluated in double (8 lanes at a time) and rounded to f32 once: the exponential's
 // argument carries no f32 rounding (which exp would amplify by 2|u|), so the result is within
 // ~0.5 ulp of the exact function. exp(-2u) = 2^n e^r (|r| <= ln2/2, Taylor degree 9, 2e-11
-// relative); 1 / (1 + t) by rcp14 and two Newton steps. NaN propagates; gelu(-inf) gives -0.
+// relative); 1 / (1 + t) by rcp14 and two Newton steps. NaN propagates.
 VIDAX_AMX inline __m512d gelu_tanh_pd(__m512d x) {
   const __m512d a = _mm512_set1_pd(static_cast<double>(0.044715f));
   const __m512d m2c = _mm512_set1_pd(-2.0 * static_cast<double>(0.797884561f));
@@ -144,9 +144,11 @@ VIDAX_AMX inline __m512 gelu_tanh_ps(__m512 x) {
 }
 
 // gelu(approximate='tanh') in f32 throughout: x / (1 + exp(-2u)) with exp(z) = 2^n e^r (two-part
-// ln 2, Taylor degree 6) and one Newton step on rcp14. Within a few ulp of gelu_tanh_ps for
-// inputs that matter (|x| < 9); about 2.5x cheaper. For the reuse kernel only, whose outputs
-// carry the reuse error anyway; the dense GEMM keeps gelu_tanh_ps.
+// ln 2, Taylor degree 6) and one Newton step on rcp14. For x >= 0 within a few ulp of
+// gelu_tanh_ps; for x < 0 the f32 rounding of u is amplified by the exponential (about 2|2u| ulp
+// relative: ~10 ulp at x = -2, hundreds near x = -9, where the value is below 1e-20), so the
+// absolute error stays below ~1e-7 |x|. About 2.5x cheaper. For the reuse kernel only, whose
+// outputs carry the reuse error anyway; the dense GEMM keeps gelu_tanh_ps.
 VIDAX_AMX inline __m512 gelu_tanh_f32_ps(__m512 x) {
   const __m512 one = _mm512_set1_ps(1.f);
   __m512 z = _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(-2.f * 0.797884561f)),
@@ -178,7 +180,7 @@ struct Output {
 // A finished 32x32 block whose epilogue (bias, GELU, conversion, stores) is still to be done,
 // row by row, while the tile unit computes the next block.
 struct PendingBlock {
-  float* c = nullptr;  // 32x32 f32, row stride 32; null: nothing pending
+  const float* c = nullptr;  // 32x32 f32, row stride 32 (only read); null: nothing pending
   int64_t next = 0, rows = 0, cols = 0, r0 = 0, n0 = 0;
   float* keep = nullptr;  // the reuse kernel: where the block's values before the activation go
                           // (32x32, row stride 32); null: not stored
@@ -211,14 +213,14 @@ VIDAX_AMX inline void epilogue_rows(PendingBlock& pb, int64_t count, const Epilo
     s1 = _mm512_maskz_loadu_ps(m1, ea.scale + pb.n0 + 16);
   }
   for (int64_t r = pb.next; r < end; ++r) {
-    float* row = pb.c + r * 32;
+    const float* row = pb.c + r * 32;
     __m512 v0, v1;
     if (ea.scale != nullptr) {
-      v0 = _mm512_fmadd_ps(_mm512_load_ps(row), s0, b0);
-      v1 = _mm512_fmadd_ps(_mm512_load_ps(row + 16), s1, b1);
+      v0 = _mm512_fmadd_ps(_mm512_loadu_ps(row), s0, b0);
+      v1 = _mm512_fmadd_ps(_mm512_loadu_ps(row + 16), s1, b1);
     } else {
-      v0 = _mm512_add_ps(_mm512_load_ps(row), b0);
-      v1 = _mm512_add_ps(_mm512_load_ps(row + 16), b1);
+      v0 = _mm512_add_ps(_mm512_loadu_ps(row), b0);
+      v1 = _mm512_add_ps(_mm512_loadu_ps(row + 16), b1);
     }
     const int64_t at = (pb.r0 + r) * ea.out.n + pb.n0;
     if (pb.keep != nullptr) {
@@ -229,11 +231,12 @@ VIDAX_AMX inline void epilogue_rows(PendingBlock& pb, int64_t count, const Epilo
       v0 = ea.fast_gelu ? gelu_tanh_f32_ps(v0) : gelu_tanh_ps(v0);
       v1 = ea.fast_gelu ? gelu_tanh_f32_ps(v1) : gelu_tanh_ps(v1);
     } else if (ea.epilogue == GemmEpilogue::kGeluErf) {
-      _mm512_store_ps(row, v0);
-      _mm512_store_ps(row + 16, v1);
-      gelu_erf(row, row, 32);
-      v0 = _mm512_load_ps(row);
-      v1 = _mm512_load_ps(row + 16);
+      alignas(64) float act[32];  // not in place: pb.c may be the reuse kernel's kept product
+      _mm512_store_ps(act, v0);
+      _mm512_store_ps(act + 16, v1);
+      gelu_erf(act, act, 32);
+      v0 = _mm512_load_ps(act);
+      v1 = _mm512_load_ps(act + 16);
     }
     if (ea.out.f32 != nullptr) {
       _mm512_mask_storeu_ps(ea.out.f32 + at, m0, v0);
