@@ -80,43 +80,6 @@ VIDAX_AMX void widen_codes(const uint8_t* codes, int64_t count, const uint8_t* t
   }
 }
 
-// c (32x32 f32, row stride 32) = or += a[steps] x b[steps]: 2 A tiles x 2 B tiles per step.
-// Meanwhile the previous block's epilogue (pb) runs a few rows per K step on the vector units,
-// overlapping the tile products; pb is complete (and cleared) before c is stored, so pb.c may
-// be c itself.
-VIDAX_AMX void tile_block(const uint16_t* a, const uint16_t* b, int64_t steps, float* c,
-                          bool accumulate, PendingBlock& pb, const EpilogueArgs& ea) {
-  VIDAX_AMX_BARRIER();
-  if (accumulate) {
-    _tile_loadd(0, c, 128);
-    _tile_loadd(1, c + 16, 128);
-    _tile_loadd(2, c + 16 * 32, 128);
-    _tile_loadd(3, c + 16 * 32 + 16, 128);
-  } else {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-  }
-  const int64_t per_step = pb.c != nullptr ? ceil_div(pb.rows - pb.next, steps) : 0;
-  for (int64_t s = 0; s < steps; ++s) {
-    tile_step(a, b);
-    a += kStepElems;
-    b += kStepElems;
-    if (per_step > 0) epilogue_rows(pb, per_step, ea);
-  }
-  if (pb.c != nullptr) {
-    epilogue_rows(pb, pb.rows, ea);
-    pb.c = nullptr;
-  }
-  VIDAX_AMX_BARRIER();
-  _tile_stored(0, c, 128);
-  _tile_stored(1, c + 16, 128);
-  _tile_stored(2, c + 16 * 32, 128);
-  _tile_stored(3, c + 16 * 32 + 16, 128);
-  VIDAX_AMX_BARRIER();
-}
-
 struct Plan {
   int64_t m = 0, subs = 0, m_blocks = 0, n_groups = 0;
   int64_t chunk_steps = 0, chunks = 0;
@@ -176,7 +139,8 @@ VIDAX_AMX void run_thread(const Plan& plan, const X* x, int64_t x_stride, const 
         }
         for (int64_t sub = 0; sub < subs; ++sub) {
           float* c = c_all != nullptr ? c_all + ((p - p0) * subs + sub) * 1024 : scratch;
-          tile_block(a + sub * steps * kStepElems, b, steps, c, ch > 0, pending, ea);
+          tile_block(a + sub * steps * kStepElems, b, nullptr, steps, ch > 0 ? c : nullptr, c,
+                     pending, ea);
           if (last) {
             pending.c = c;
             pending.next = 0;

@@ -129,41 +129,6 @@ VIDAX_AMX int64_t decide_and_pack(const X* x, int64_t x_stride, int64_t k, int64
   return count;
 }
 
-// c_out (32x32 f32, row stride 32) = c_in (the same layout; null: zero) + the selected
-// steps' products (a: their A tiles in order; step_of: their K step within b). The pending
-// block's epilogue runs meanwhile, as in amx_gemm_bf16's tile_block.
-VIDAX_AMX void tile_block_reuse(const uint16_t* a, const uint16_t* b, const int32_t* step_of,
-                                int64_t count, const float* c_in, float* c_out, PendingBlock& pb,
-                                const EpilogueArgs& ea) {
-  VIDAX_AMX_BARRIER();
-  if (c_in != nullptr) {
-    _tile_loadd(0, c_in, 128);
-    _tile_loadd(1, c_in + 16, 128);
-    _tile_loadd(2, c_in + 16 * 32, 128);
-    _tile_loadd(3, c_in + 16 * 32 + 16, 128);
-  } else {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-  }
-  const int64_t per_step = pb.c != nullptr && count > 0 ? ceil_div(pb.rows - pb.next, count) : 0;
-  for (int64_t i = 0; i < count; ++i) {
-    tile_step(a + i * kStepElems, b + static_cast<int64_t>(step_of[i]) * kStepElems);
-    if (per_step > 0) epilogue_rows(pb, per_step, ea);
-  }
-  if (pb.c != nullptr) {
-    epilogue_rows(pb, pb.rows, ea);
-    pb.c = nullptr;
-  }
-  VIDAX_AMX_BARRIER();
-  _tile_stored(0, c_out, 128);
-  _tile_stored(1, c_out + 16, 128);
-  _tile_stored(2, c_out + 16 * 32, 128);
-  _tile_stored(3, c_out + 16 * 32 + 16, 128);
-  VIDAX_AMX_BARRIER();
-}
-
 struct ReusePlan {
   int64_t m = 0, chunk_steps = 0, chunks = 0, part_stride = 0, row_blocks = 0;
 };
@@ -228,27 +193,14 @@ VIDAX_AMX void reuse_rows(const X* x, int64_t x_stride, const AmxPackedWeight& w
             // Nothing to add: the epilogue reads the kept block itself (no tile traffic), while
             // the next computed block's tiles run.
             if (pending.c != nullptr) epilogue_rows(pending, pending.rows, ea);
-            pending.c = kept;
-            pending.next = 0;
-            pending.rows = rows_sub;
-            pending.cols = cols;
-            pending.r0 = rs;
-            pending.n0 = n0;
-            pending.keep = nullptr;
+            pending = PendingBlock{kept, 0, rows_sub, cols, rs, n0, nullptr};
             continue;
           }
           const float* c_in = ch > 0 ? c : s.first ? nullptr : kept;
-          tile_block_reuse(a + sub * plan.chunk_steps * kStepElems, b, step_of[sub], count[sub],
-                           c_in, c, pending, ea);
-          if (last) {
-            pending.c = c;
-            pending.next = 0;
-            pending.rows = rows_sub;
-            pending.cols = cols;
-            pending.r0 = rs;
-            pending.n0 = n0;
-            pending.keep = changed[sub] ? kept : nullptr;
-          }
+          tile_block(a + sub * plan.chunk_steps * kStepElems, b, step_of[sub], count[sub], c_in, c,
+                     pending, ea);
+          if (last)
+            pending = PendingBlock{c, 0, rows_sub, cols, rs, n0, changed[sub] ? kept : nullptr};
         }
       }
     }
