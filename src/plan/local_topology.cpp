@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -172,7 +173,7 @@ double block_seconds(const wan::DitConfig& c, int64_t rows, wan::Precision preci
     s.x = ramp(Shape{c.in_dim, c.patch[0], h * c.patch[1], w * c.patch[2]});  // h x w tokens
     s.context = ramp(Shape{c.text_len, c.text_dim});
     s.t = Tensor::from_floats(std::vector<float>{500.0f}, Shape{1});
-    seconds[layers - 1] = median_seconds(3, [&] { model.forward(s); });
+    seconds[layers - 1] = median_seconds(5, [&] { model.forward(s); });
   }
   return std::max(seconds[1] - seconds[0], 0.5 * seconds[1]);
 }
@@ -200,23 +201,84 @@ Topology local_topology(const LocalCalibration& cal) {
   const double peak_rate =
       bf16 ? std::max({peak.amx_bf16_gflops, peak.bf16_gflops, peak.f32_gflops}) * 1e9
            : peak.f32_gflops * 1e9;
-  const int64_t rows = std::clamp<int64_t>(cal.rows, 64, 2048);
   const DType compute = bf16 ? DType::kBF16 : DType::kF32;
+  VIDAX_CHECK(cal.rows >= 1, "local topology: no rows to calibrate at");
   // Single-threaded processes run side by side: measure them side by side (they share the
   // memory system); with several threads per process one process is measured alone.
   const int copies = threads == 1 ? std::min(cal.processes, cores) : 1;
-  const double gemm = concurrent_rate(copies, [&] { return gemm_rate(cal.config, rows, compute); });
+  // The real block runs as the processes will: all of them at once, time-sliced when there are
+  // more than cores (what sharing a core costs beyond its share shows up in the block's time).
+  const int block_copies = threads == 1 ? std::min(cal.processes, 4 * cores) : 1;
   const double attn = concurrent_rate(copies, [&] {
     return attention_rate(cal.config, std::clamp<int64_t>(cal.tokens, 64, 2048), bf16);
   });
   const double mem = concurrent_rate(copies, [&] { return memory_rate(); });
   const double pack = concurrent_rate(copies, [&] { return pack_rate(cal.config, cal.precision); });
-  // One real block, timed the same way (as a rate: 1 / seconds), against the same block priced
-  // with the rates above: their ratio corrects every compute class.
-  const int64_t block_rows = (std::clamp<int64_t>(cal.rows, 64, 4096) + 63) / 64 * 64;
-  const double block = 1.0 / concurrent_rate(copies, [&] {
-                         return 1.0 / block_seconds(cal.config, block_rows, cal.precision);
-                       });
+  // Per row count: the GEMM rate, one real block timed the same way (as a rate: 1 / seconds),
+  // and that block priced with the rates, its GEMM and memory ops apart from its attention.
+  struct AtRows {
+    int64_t rows = 0;
+    double gemm = 0;                            // GEMM FLOP/s at these rows
+    double block = 0;                           // seconds of the real block
+    double priced_linear = 0, priced_attn = 0;  // seconds the rates give (GEMM + memory; attention)
+  };
+  const auto at_rows = [&](int64_t rank_rows) {
+    AtRows a;
+    a.rows = rank_rows;
+    const int64_t rows = std::clamp<int64_t>(rank_rows, 64, 2048);
+    a.gemm = concurrent_rate(copies, [&] { return gemm_rate(cal.config, rows, compute); });
+    const int64_t block_rows = (std::clamp<int64_t>(rank_rows, 64, 4096) + 63) / 64 * 64;
+    a.block = 1.0 / concurrent_rate(block_copies, [&] {
+                return 1.0 / block_seconds(cal.config, block_rows, cal.precision);
+              });
+    // The block as the kernel rates price it (its context cached, as timed).
+    wan::DitConfig one = cal.config;
+    one.num_layers = 1;
+    wan::DitScheduleRequest req;
+    req.tokens = block_rows;
+    req.precision = cal.precision;
+    for (const auto& seg : wan::dit_forward_schedule(one, req, dist::MeshSpec{}).segments)
+      for (const auto& op : seg.ops) {
+        const double n = static_cast<double>(seg.repeat * op.calls);
+        if (op.cls == dist::OpClass::kGemm) a.priced_linear += n * op.flops / a.gemm;
+        if (op.cls == dist::OpClass::kAttention) a.priced_attn += n * op.flops / attn;
+        if (op.cls == dist::OpClass::kMemory) a.priced_linear += n * op.bytes / mem;
+      }
+    a.priced_linear /= share, a.priced_attn /= share;  // at each process's share of a core
+    return a;
+  };
+  std::vector<int64_t> row_counts = cal.rows_set;
+  row_counts.push_back(cal.rows);
+  std::sort(row_counts.begin(), row_counts.end());
+  row_counts.erase(std::unique(row_counts.begin(), row_counts.end()), row_counts.end());
+  std::vector<AtRows> measured;
+  for (int64_t r : row_counts)
+    if (r >= 1) measured.push_back(at_rows(r));
+  // How much slower the runtime is than its kernels' rates (> 1), for the ops that scale with
+  // the rows (GEMMs, memory passes) and for attention (with the rows squared) apart: a least
+  // squares fit of block = linear x priced_linear + attention x priced_attn over the row counts,
+  // each equation relative to its block. One row count, or a fit outside 0.5-5 (the block
+  // timings are noisy on a shared machine): one factor for both, pooled over the row counts
+  // (their blocks' seconds over their prices).
+  const AtRows& own = *std::find_if(measured.begin(), measured.end(),
+                                    [&](const AtRows& a) { return a.rows == cal.rows; });
+  double pooled_block = 0, pooled_price = 0;
+  for (const AtRows& m : measured)
+    pooled_block += m.block, pooled_price += m.priced_linear + m.priced_attn;
+  double slow_linear = pooled_block / pooled_price;
+  double slow_attn = slow_linear;
+  if (measured.size() > 1) {
+    double aa = 0, ab = 0, bb = 0, ay = 0, by = 0;
+    for (const AtRows& m : measured) {
+      const double x1 = m.priced_linear / m.block, x2 = m.priced_attn / m.block;
+      aa += x1 * x1, ab += x1 * x2, bb += x2 * x2, ay += x1, by += x2;
+    }
+    const double det = aa * bb - ab * ab;
+    if (std::abs(det) > 1e-12 * aa * bb) {
+      const double l = (ay * bb - by * ab) / det, t = (aa * by - ab * ay) / det;
+      if (l > 0.5 && t > 0.5 && l < 5 && t < 5) slow_linear = l, slow_attn = t;
+    }
+  }
   omp_set_num_threads(1);
   const double copy = copy_rate();
   omp_set_num_threads(saved);
@@ -241,21 +303,20 @@ Topology local_topology(const LocalCalibration& cal) {
       throw_input_error("--comm: alpha_beta.all_to_all has no usable fit (ran with one process?)");
     comm_note = "shared-memory port and latency from vidax bench comm";
   }
-  // The block as the kernel rates price it (its context cached, as timed).
-  wan::DitConfig one = cal.config;
-  one.num_layers = 1;
-  wan::DitScheduleRequest req;
-  req.tokens = block_rows;
-  req.precision = cal.precision;
-  double priced = 0;
-  for (const auto& seg : wan::dit_forward_schedule(one, req, dist::MeshSpec{}).segments)
-    for (const auto& op : seg.ops) {
-      const double n = static_cast<double>(seg.repeat * op.calls);
-      if (op.cls == dist::OpClass::kGemm) priced += n * op.flops / gemm;
-      if (op.cls == dist::OpClass::kAttention) priced += n * op.flops / attn;
-      if (op.cls == dist::OpClass::kMemory) priced += n * op.bytes / mem;
-    }
-  const double correction = block / priced;  // > 1: the runtime is slower than its kernels
+  const auto shares = [&](const AtRows& a) {
+    return nlohmann::json{{"gemm", std::min(1.0, a.gemm / peak_rate / slow_linear)},
+                          {"attention", std::min(1.0, attn / peak_rate / slow_attn)},
+                          {"memory", std::min(1.0, 1.0 / slow_linear)}};
+  };
+  std::string blocks;
+  nlohmann::json by_rows = nlohmann::json::array();
+  for (const AtRows& a : measured) {
+    blocks += str_cat(blocks.empty() ? "" : ", ", a.block / (a.priced_linear + a.priced_attn),
+                      "x at ", a.rows);
+    nlohmann::json e = shares(a);
+    e["rows"] = a.rows;
+    by_rows.push_back(e);
+  }
   const double avail = available_memory_bytes();
   nlohmann::json t = {
       {"name", str_cat("local-", cal.processes)},
@@ -266,21 +327,20 @@ Topology local_topology(const LocalCalibration& cal) {
         {"memory_GBps", mem * share * 1e-9},
         {"pack_GBps", pack * share * 1e-9},
         {"background_shares_cores", true},
-        {"efficiency",
-         {{"gemm", std::min(1.0, gemm / peak_rate / correction)},
-          {"attention", std::min(1.0, attn / peak_rate / correction)},
-          {"memory", std::min(1.0, 1.0 / correction)}}}}},
+        {"efficiency", shares(own)}}},
       {"fabric",
        {{"kind", "switch"},
         {"nodes", 1},
         {"devices_per_node", cal.processes},
         {"intra", {{"kind", "shm"}, {"GBps", port * 1e-9}, {"latency_us", 0.0}}}}},
       {"collective_latency_us", latency * 1e6},
-      {"notes",
-       str_cat("measured: ", threads, " thread(s) per process",
-               share < 1 ? str_cat(" sharing ", cores, " cores") : std::string(),
-               "; a real block ran ", correction,
-               "x the time its kernels' rates give (efficiencies divided by it); ", comm_note)}};
+      {"notes", str_cat("measured: ", threads, " thread(s) per process",
+                        share < 1 ? str_cat(" sharing ", cores, " cores") : std::string(),
+                        "; a real block ran ", blocks,
+                        " rows the time its kernels' rates give; fitted: GEMMs and memory passes ",
+                        slow_linear, "x, attention ", slow_attn,
+                        "x (efficiencies divided by them); ", comm_note)}};
+  if (measured.size() > 1) t["device"]["efficiency_by_rows"] = by_rows;
   Topology topo = parse_topology(t.dump(), "local");
   topo.source = "measured";
   return topo;

@@ -2,13 +2,16 @@
 // process gets cores / N OpenMP threads (one when oversubscribed, then a share cores / N of a
 // core), so one "device" is that share of the CPU: its GEMM and attention rates are timed on the
 // request's own sizes with that many threads (vidax's kernels, the ones the run will use), its
-// memory bandwidth by a streaming pass. The processes talk through shared memory: each has one
-// port (link) whose bandwidth and the collectives' latency come from `vidax bench comm --json`
-// run under the same mpirun (its alpha_beta fit), or from a memory-copy estimate when not given.
-// Not thread-safe (sets OpenMP's thread count while measuring).
+// memory bandwidth by a streaming pass; one real block, timed at the rows a rank runs under each
+// sequence split, scales the shares per row count (the block's overheads do not scale with rows).
+// The processes talk through shared memory: each has one port (link) whose bandwidth and the
+// collectives' latency come from `vidax bench comm --json` run under the same mpirun (its
+// alpha_beta fit), or from a memory-copy estimate when not given. Not thread-safe (sets OpenMP's
+// thread count while measuring).
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "models/wan/dit.h"
 #include "plan/topology.h"
@@ -19,7 +22,10 @@ struct LocalCalibration {
   int processes = 1;
   int cores = 0;          // 0: OpenMP's maximum threads
   wan::DitConfig config;  // sizes to time the kernels at
-  int64_t rows = 1024;    // GEMM rows (a rank's tokens, capped)
+  int64_t rows = 1024;    // GEMM rows (a rank's tokens, capped): the topology's own shares
+  // Further per-rank row counts (those of the other sequence splits) at which the GEMM and a real
+  // block are timed again: the topology's efficiency_by_rows (empty: none).
+  std::vector<int64_t> rows_set;
   int64_t tokens = 1024;  // attention length (capped)
   wan::Precision precision = wan::Precision::kBF16;
   std::string comm_json;  // the text of `vidax bench comm --json` (optional)

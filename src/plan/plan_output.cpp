@@ -68,6 +68,8 @@ json Plan::to_json(bool explain) const {
     ranks.push_back({{"rank", r}, {"device", topology.device_name(d)}, {"index", d}});
   }
   const wan::DitConfig& c = request.config;
+  const int64_t rank_rows = (tokens + w.mesh.sp() - 1) / w.mesh.sp();
+  const DeviceSpec used = topology.device.at_rows(rank_rows);
   json j = {{"vidax_plan", 1},
             {"model",
              {{"name", request.model},
@@ -95,9 +97,11 @@ json Plan::to_json(bool explain) const {
                 {"bf16_tflops", topology.device.bf16_flops * 1e-12},
                 {"memory_bytes", topology.device.memory_bytes},
                 {"memory_GBps", topology.device.memory_bandwidth * 1e-9},
-                {"gemm_efficiency", topology.device.gemm_efficiency},
-                {"attention_efficiency", topology.device.attention_efficiency},
-                {"memory_efficiency", topology.device.memory_efficiency},
+                // the shares at the rows the chosen mesh gives a rank
+                {"gemm_efficiency", used.gemm_efficiency},
+                {"attention_efficiency", used.attention_efficiency},
+                {"memory_efficiency", used.memory_efficiency},
+                {"efficiency_rows", rank_rows},
                 {"pack_GBps", topology.device.pack_bandwidth * 1e-9},
                 {"background_shares_cores", topology.device.background_shares_cores}}},
               {"collective_latency_us", topology.collective_latency * 1e6},

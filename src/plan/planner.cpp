@@ -177,6 +177,8 @@ StepCost predict_step(const PlanRequest& r, const Topology& topo, const MeshSpec
   const dist::Schedule s = wan::dit_step_schedule(
       c, schedule_request(r, g.tokens, g.channels * g.frames * g.height * g.width, sharded), mesh);
   LinkModel links(topo, placement, mesh);
+  // The shares of peak for the rows this mesh gives a rank (measured topologies vary with them).
+  const DeviceSpec device = topo.device.at_rows((g.tokens + mesh.sp() - 1) / mesh.sp());
   StepCost cost;
   for (const auto& seg : s.segments) {
     double seg_compute = 0, seg_overlapped = 0;
@@ -193,7 +195,7 @@ StepCost predict_step(const PlanRequest& r, const Topology& topo, const MeshSpec
         }
         continue;
       }
-      const double t = op_seconds(topo.device, op) * static_cast<double>(op.calls);
+      const double t = op_seconds(device, op) * static_cast<double>(op.calls);
       if (op.overlapped && !topo.device.background_shares_cores) {
         seg_overlapped += t;  // background work on its own resources
         continue;

@@ -11,6 +11,33 @@
 
 namespace vidax::plan {
 
+DeviceSpec DeviceSpec::at_rows(int64_t rows) const {
+  DeviceSpec d = *this;
+  const std::vector<RowsEfficiency>& e = efficiency_by_rows;
+  if (e.empty()) return d;
+  const auto take = [&d](double gemm, double attention, double memory) {
+    d.gemm_efficiency = gemm;
+    d.attention_efficiency = attention;
+    d.memory_efficiency = memory;
+  };
+  if (rows <= e.front().rows) {
+    take(e.front().gemm, e.front().attention, e.front().memory);
+    return d;
+  }
+  if (rows >= e.back().rows) {
+    take(e.back().gemm, e.back().attention, e.back().memory);
+    return d;
+  }
+  size_t i = 1;
+  while (e[i].rows < rows) ++i;
+  const RowsEfficiency &a = e[i - 1], &b = e[i];
+  const double w = std::log(static_cast<double>(rows) / static_cast<double>(a.rows)) /
+                   std::log(static_cast<double>(b.rows) / static_cast<double>(a.rows));
+  take(a.gemm + w * (b.gemm - a.gemm), a.attention + w * (b.attention - a.attention),
+       a.memory + w * (b.memory - a.memory));
+  return d;
+}
+
 int Topology::devices() const {
   if (fabric == FabricKind::kTorus) {
     int n = 1;

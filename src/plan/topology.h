@@ -12,6 +12,7 @@
 // Plain value after construction; thread-safe to read.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,18 @@ struct DeviceSpec {
   // Background work (the sharded weights' loader) takes the compute's own cores (a CPU process
   // with one thread per core) instead of running beside it.
   bool background_shares_cores = false;
+  // The three shares measured at several per-rank row counts (the local topology calibrates at
+  // the rows of each sequence split), rows strictly increasing. A rank running `rows` tokens gets
+  // the shares interpolated in log(rows) between its neighbours, clamped at the ends. Empty: the
+  // three shares above for every mesh.
+  struct RowsEfficiency {
+    int64_t rows = 0;
+    double gemm = 0, attention = 0, memory = 0;
+  };
+  std::vector<RowsEfficiency> efficiency_by_rows;
+
+  // This device with the shares for a rank that runs `rows` tokens.
+  DeviceSpec at_rows(int64_t rows) const;
 };
 
 struct Link {

@@ -148,7 +148,7 @@ Topology parse_topology(const std::string& json_text, const std::string& source)
   if (!j.contains("device")) r.fail("device", "an object (missing)");
   const json& d = r.object(j.at("device"), "device",
                            {"kind", "bf16_tflops", "memory_gib", "memory_GBps", "efficiency",
-                            "pack_GBps", "background_shares_cores"});
+                            "efficiency_by_rows", "pack_GBps", "background_shares_cores"});
   t.device.kind = r.text(d, "device", "kind", true);
   t.device.bf16_flops = r.number(d, "device", "bf16_tflops", true, 0) * 1e12;
   t.device.memory_bytes = r.number(d, "device", "memory_gib", true, 0) * 1073741824.0;
@@ -167,6 +167,30 @@ Topology parse_topology(const std::string& json_text, const std::string& source)
                               std::pair{"memory", &t.device.memory_efficiency}}) {
       *field = r.number(e, "device.efficiency", key, false, *field);
       if (*field > 1) r.fail(std::string("device.efficiency.") + key, "a share of peak in (0, 1]");
+    }
+  }
+  if (d.contains("efficiency_by_rows")) {
+    const json& list = d.at("efficiency_by_rows");
+    if (!list.is_array() || list.empty() || list.size() > 64)
+      r.fail("device.efficiency_by_rows",
+             "an array of 1 to 64 objects {rows, gemm, attention, memory}");
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string at = str_cat("device.efficiency_by_rows[", i, "]");
+      const json& e = r.object(list[i], at, {"rows", "gemm", "attention", "memory"});
+      DeviceSpec::RowsEfficiency x;
+      if (!e.contains("rows") || !e.at("rows").is_number_integer() ||
+          e.at("rows").get<int64_t>() < 1 || e.at("rows").get<int64_t>() > (int64_t{1} << 40))
+        r.fail(at + ".rows", "a positive integer (the rows one rank runs)");
+      x.rows = e.at("rows").get<int64_t>();
+      if (!t.device.efficiency_by_rows.empty() && x.rows <= t.device.efficiency_by_rows.back().rows)
+        r.fail(at + ".rows", str_cat("more than the entry before's ",
+                                     t.device.efficiency_by_rows.back().rows, " (increasing)"));
+      for (auto [key, field] : {std::pair{"gemm", &x.gemm}, std::pair{"attention", &x.attention},
+                                std::pair{"memory", &x.memory}}) {
+        *field = r.number(e, at, key, true, 0);
+        if (*field > 1) r.fail(at + "." + key, "a share of peak in (0, 1]");
+      }
+      t.device.efficiency_by_rows.push_back(x);
     }
   }
   t.collective_latency = r.number(j, "", "collective_latency_us", false, 10, -1e-300) * 1e-6;
@@ -241,6 +265,13 @@ std::string topology_to_json(const Topology& t) {
                {{"gemm", t.device.gemm_efficiency},
                 {"attention", t.device.attention_efficiency},
                 {"memory", t.device.memory_efficiency}}}};
+  if (!t.device.efficiency_by_rows.empty()) {
+    json list = json::array();
+    for (const auto& e : t.device.efficiency_by_rows)
+      list.push_back(
+          {{"rows", e.rows}, {"gemm", e.gemm}, {"attention", e.attention}, {"memory", e.memory}});
+    dev["efficiency_by_rows"] = list;
+  }
   if (t.device.pack_bandwidth > 0) dev["pack_GBps"] = t.device.pack_bandwidth * 1e-9;
   if (t.device.background_shares_cores) dev["background_shares_cores"] = true;
   json f;

@@ -280,5 +280,68 @@ TEST(Topology, PresetsParseAndBadFilesNameTheField) {
             std::string::npos);
 }
 
+// Shares measured at several per-rank row counts: read, checked, written back, and interpolated
+// in log(rows) between neighbours (clamped at the ends).
+TEST(Topology, EfficiencyByRowsInterpolatesAndRoundTrips) {
+  const std::string head =
+      R"({"name":"cpu","device":{"kind":"cpu","bf16_tflops":1,"memory_gib":1,"memory_GBps":10,)"
+      R"("efficiency":{"gemm":0.5,"attention":0.4,"memory":0.6},"efficiency_by_rows":)";
+  const std::string tail = R"(},"fabric":{"kind":"switch","nodes":1,"devices_per_node":2,)"
+                           R"("intra":{"kind":"shm","GBps":5}}})";
+  const Topology t = parse_topology(head +
+                                        R"([{"rows":100,"gemm":0.2,"attention":0.1,"memory":0.3},)"
+                                        R"({"rows":400,"gemm":0.6,"attention":0.5,"memory":0.9}])" +
+                                        tail,
+                                    "rows.json");
+  ASSERT_EQ(t.device.efficiency_by_rows.size(), 2u);
+  // Below, at and above the ends: the end's shares.
+  EXPECT_DOUBLE_EQ(t.device.at_rows(10).gemm_efficiency, 0.2);
+  EXPECT_DOUBLE_EQ(t.device.at_rows(100).attention_efficiency, 0.1);
+  EXPECT_DOUBLE_EQ(t.device.at_rows(5000).memory_efficiency, 0.9);
+  // 200 rows lie halfway between 100 and 400 in log(rows).
+  const DeviceSpec mid = t.device.at_rows(200);
+  EXPECT_NEAR(mid.gemm_efficiency, 0.4, 1e-12);
+  EXPECT_NEAR(mid.attention_efficiency, 0.3, 1e-12);
+  EXPECT_NEAR(mid.memory_efficiency, 0.6, 1e-12);
+  // Without a table the scalar shares hold for every row count.
+  DeviceSpec plain = t.device;
+  plain.efficiency_by_rows.clear();
+  EXPECT_DOUBLE_EQ(plain.at_rows(200).gemm_efficiency, 0.5);
+  // Written back and read again: the same table.
+  const Topology again = parse_topology(topology_to_json(t), "again.json");
+  ASSERT_EQ(again.device.efficiency_by_rows.size(), 2u);
+  EXPECT_EQ(again.device.efficiency_by_rows[1].rows, 400);
+  EXPECT_DOUBLE_EQ(again.device.efficiency_by_rows[1].attention, 0.5);
+  EXPECT_NEAR(again.device.at_rows(200).gemm_efficiency, 0.4, 1e-12);
+
+  auto error_of = [&](const std::string& table) {
+    try {
+      parse_topology(head + table + tail, "rows.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of(R"([{"rows":400,"gemm":0.6,"attention":0.5,"memory":0.9},)"
+                     R"({"rows":100,"gemm":0.2,"attention":0.1,"memory":0.3}])")
+                .find("rows.json: device.efficiency_by_rows[1].rows: expected more than the "
+                      "entry before's 400"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([{"rows":100,"gemm":1.5,"attention":0.1,"memory":0.3}])")
+                .find("device.efficiency_by_rows[0].gemm: expected a share of peak in (0, 1]"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([{"rows":100,"gemm":0.5,"memory":0.3}])")
+                .find("device.efficiency_by_rows[0].attention: expected a number"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([{"rows":0,"gemm":0.5,"attention":0.1,"memory":0.3}])")
+                .find("device.efficiency_by_rows[0].rows: expected a positive integer"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([])").find("device.efficiency_by_rows: expected an array of 1 to 64"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([{"rows":10,"gemm":0.5,"attention":0.1,"memory":0.3,"x":1}])")
+                .find("device.efficiency_by_rows[0].x"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace vidax::plan

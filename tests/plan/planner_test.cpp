@@ -11,6 +11,7 @@
 #include "dist/mesh.h"
 #include "models/wan/dit_config.h"
 #include "models/wan/dit_tensors.h"
+#include "plan/placement.h"
 #include "plan/plan_file.h"
 #include "plan/planner.h"
 
@@ -106,6 +107,40 @@ TEST(Planner, PlacementAwareChoiceBeatsRankOrderOnALine) {
   EXPECT_LT(cu4->best()->cost.collectives.at("all_to_all@ulysses"),
             0.6 * cu4->placements.back().cost.collectives.at("all_to_all@ulysses"));
   EXPECT_GT(cu4->rank_order_step, cu4->best()->cost.step);
+}
+
+// A measured topology whose shares grow with a rank's rows: the planner prices each mesh at the
+// rows it gives a rank (cfg=2 runs every row on each rank, ulysses=2 half of them).
+TEST(Planner, PricesEachMeshAtItsRanksRows) {
+  PlanRequest r = request("wan2.1-t2v-1.3b", 416, 240, 17);
+  r.weight_modes = {"resident"};
+  const std::string base =
+      R"({"name":"cpu-2","device":{"kind":"cpu","bf16_tflops":1,"memory_gib":64,)"
+      R"("memory_GBps":20,"efficiency":{"gemm":0.5,"attention":0.5,"memory":0.5})";
+  const std::string fabric = R"(},"fabric":{"kind":"switch","nodes":1,"devices_per_node":2,)"
+                             R"("intra":{"kind":"shm","GBps":5}}})";
+  const Topology flat = parse_topology(base + fabric, "flat");
+  // The same shares at half the rows, double them at all the rows.
+  const Topology by_rows = parse_topology(
+      base +
+          R"(,"efficiency_by_rows":[{"rows":975,"gemm":0.5,"attention":0.5,"memory":0.5},)"
+          R"({"rows":1950,"gemm":1.0,"attention":1.0,"memory":1.0}])" +
+          fabric,
+      "by-rows");
+  const Placement order = rank_order_placement(flat, dist::MeshSpec{2, 1, 1, 1});
+  const StepCost cfg_flat = predict_step(r, flat, dist::MeshSpec{2, 1, 1, 1}, false, order);
+  const StepCost cfg_rows = predict_step(r, by_rows, dist::MeshSpec{2, 1, 1, 1}, false, order);
+  EXPECT_NEAR(cfg_rows.compute, cfg_flat.compute / 2, 1e-9 * cfg_flat.compute);
+  const Placement u_order = rank_order_placement(flat, dist::MeshSpec{1, 1, 2, 1});
+  const StepCost u_flat = predict_step(r, flat, dist::MeshSpec{1, 1, 2, 1}, false, u_order);
+  const StepCost u_rows = predict_step(r, by_rows, dist::MeshSpec{1, 1, 2, 1}, false, u_order);
+  EXPECT_NEAR(u_rows.compute, u_flat.compute, 1e-9 * u_flat.compute);
+  // The plan file reports the shares used for the chosen mesh and its rows.
+  const nlohmann::json j = make_plan(r, by_rows).to_json(false);
+  const int64_t rows = j["topology"]["device"]["efficiency_rows"].get<int64_t>();
+  EXPECT_TRUE(rows == 975 || rows == 1950) << rows;
+  EXPECT_DOUBLE_EQ(j["topology"]["device"]["gemm_efficiency"].get<double>(),
+                   rows == 1950 ? 1.0 : 0.5);
 }
 
 TEST(Planner, RejectsWhatDoesNotFitAndSaysWhy) {

@@ -123,7 +123,11 @@ void run_plan(const PlanArgs& a) {
     cal.precision = r.precision;
     const int64_t tokens = plan::plan_geometry(r).tokens;
     cal.tokens = tokens;
-    cal.rows = tokens / a.devices + 1;
+    // A rank's rows under each sequence split (ring x ulysses divides the process count): the
+    // block is timed at each, the finest split's rows being the topology's own shares.
+    cal.rows = (tokens + a.devices - 1) / a.devices;
+    for (int sp = 1; sp < a.devices; ++sp)
+      if (a.devices % sp == 0) cal.rows_set.push_back((tokens + sp - 1) / sp);
     if (!a.comm.empty()) {
       std::ifstream in(a.comm);
       if (!in) throw_input_error("--comm: cannot read ", a.comm);
