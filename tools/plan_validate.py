@@ -103,6 +103,9 @@ def main():
                 samples[n] = {m: [] for m in meshes[n]}
             with open(topo_file) as f:
                 topologies.setdefault(n, []).append(json.load(f))
+            if tag:  # the latest round's topology also under the untagged name plan_emulate.py reads
+                with open(f"/tmp/vidax_plan_validate_local_{n}.json", "w") as f:
+                    json.dump(topologies[n][-1], f, indent=2)
             choices.setdefault(n, []).append(explain["mesh"]["spec"] + " " + explain["weights"])
             flat = flat_copy(topo_file)
             order = list(meshes[n])
