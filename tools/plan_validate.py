@@ -47,8 +47,8 @@ def predict(a, threads, common, topo_file, mesh, weights):
 
 
 def flat_copy(topo_file):
-    """The topology without its per-rows shares (every mesh priced with `efficiency`, the
-    finest split's): the planner as it was before it calibrated per row count."""
+    """The topology without its per-rows shares: every mesh priced with `efficiency` (the finest
+    split's GEMM rate, the same fitted correction factors)."""
     with open(topo_file) as f:
         t = json.load(f)
     if "efficiency_by_rows" not in t["device"]:
