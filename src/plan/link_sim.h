@@ -8,7 +8,12 @@
 //   send_recv (ring)          one round per call: member i sends to i+1;
 //   broadcast                 one round: the root sends to every member.
 // A round takes  collective_latency + the longest route's latency + max over links of
-// (bytes on the link / its bandwidth).  Pure; thread-safe.
+// (bytes on the link / its bandwidth). Where the topology has measured fits for the kind
+// (Topology::collective_fits, the `local` topology), the groups stay inside one node and the
+// collective runs between ops (not a background prefetch), a call
+// takes the latency + the bytes one rank sends / the rate of the fit at the nearest group size
+// instead.  Pure;
+// thread-safe.
 #pragma once
 
 #include <string>

@@ -3,12 +3,14 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -127,7 +129,7 @@ double pack_rate(const wan::DitConfig& c, wan::Precision precision) {
     std::map<std::string, Tensor> stored;
     for (const auto& d : wan::dit_tensor_decls(cut)) stored.emplace(d.name, random(d.name));
     const wan::WeightFn weights = [&](const std::string& name) { return stored.at(name); };
-    seconds[layers - 1] = median_seconds(1, [&] { const wan::WanDit m(cut, weights, precision); });
+    seconds[layers - 1] = median_seconds(3, [&] { const wan::WanDit m(cut, weights, precision); });
   }
   const double block = std::max(seconds[1] - seconds[0], 0.5 * seconds[1]);
   return wan::dit_block_checkpoint_bytes(c, 2) / block;
@@ -158,22 +160,75 @@ double concurrent_rate(int copies, Fn&& measure) {
 }
 
 // Seconds of one real DiT block (the runtime's code, random weights of the request's sizes) over
-// `rows` tokens, its text context already cached: a forward of two blocks less one of one block
-// (the embeddings and head cancel). What the microbenchmarks above miss (the per-layer weights
-// arriving cold, the glue between the kernels) shows up here. `rows` is rounded up to a whole
-// grid of at most 64 tokens a row.
-double block_seconds(const wan::DitConfig& c, int64_t rows, wan::Precision precision) {
+// `rows` tokens, its text context already cached, as each of `copies` copies running at once
+// sees it (single-threaded copies time-sliced on the cores, as that many processes run): a
+// forward of two blocks less one of one block (the embeddings and head cancel), each timed as
+// the copies' throughput: every copy builds its model, all start together and run `runs`
+// forwards, and the wall time until the last one finishes, over `runs`, is one forward at its
+// share of the cores. (Each copy's own median would let a copy that finishes early hand its
+// share to the others, which then look faster than the processes are.) What the
+// microbenchmarks miss (the per-layer weights arriving cold, the glue between the kernels) shows
+// up here. `rows` is rounded up to a whole grid of at most 64 tokens a row.
+double block_seconds(const wan::DitConfig& c, int64_t rows, wan::Precision precision, int copies) {
+  const int64_t w = std::min<int64_t>(rows, 64), h = (rows + w - 1) / w;
+  const int runs = 3;
   double seconds[2] = {0, 0};
   for (int layers : {1, 2}) {
     wan::DitConfig cut = c;
     cut.num_layers = layers;
-    wan::WanDit model(cut, wan::random_dit_weights(cut, DType::kBF16, 7), precision);
-    wan::DitSample s;
-    const int64_t w = std::min<int64_t>(rows, 64), h = (rows + w - 1) / w;
-    s.x = ramp(Shape{c.in_dim, c.patch[0], h * c.patch[1], w * c.patch[2]});  // h x w tokens
-    s.context = ramp(Shape{c.text_len, c.text_dim});
-    s.t = Tensor::from_floats(std::vector<float>{500.0f}, Shape{1});
-    seconds[layers - 1] = median_seconds(5, [&] { model.forward(s); });
+    // One copy: its model, a sample of h x w tokens, a warm-up forward (packing caches, page
+    // faults, the context's keys).
+    const auto build = [&](std::unique_ptr<wan::WanDit>& model, wan::DitSample& s) {
+      model = std::make_unique<wan::WanDit>(cut, wan::random_dit_weights(cut, DType::kBF16, 7),
+                                            precision);
+      s.x = ramp(Shape{c.in_dim, c.patch[0], h * c.patch[1], w * c.patch[2]});
+      s.context = ramp(Shape{c.text_len, c.text_dim});
+      s.t = Tensor::from_floats(std::vector<float>{500.0f}, Shape{1});
+      model->forward(s);
+    };
+    std::vector<double> rounds;
+    for (int round = 0; round < 3; ++round) {
+      Clock::time_point start;
+      if (copies <= 1) {  // the process's own threads
+        std::unique_ptr<wan::WanDit> model;
+        wan::DitSample s;
+        build(model, s);
+        start = Clock::now();
+        for (int i = 0; i < runs; ++i) model->forward(s);
+      } else {
+        std::exception_ptr error;  // read after the region
+        std::atomic<bool> failed{false};
+        const auto keep = [&] {
+#pragma omp critical(vidax_local_topology)
+          error = std::current_exception();
+          failed = true;
+        };
+#pragma omp parallel num_threads(copies)
+        {
+          std::unique_ptr<wan::WanDit> model;
+          wan::DitSample s;
+          try {
+            build(model, s);
+          } catch (...) {
+            keep();
+          }
+#pragma omp barrier
+#pragma omp single
+          start = Clock::now();  // the single's end is a barrier: every copy starts after it
+          if (!failed) {
+            try {
+              for (int i = 0; i < runs; ++i) model->forward(s);
+            } catch (...) {
+              keep();
+            }
+          }
+        }
+        if (error) std::rethrow_exception(error);
+      }
+      rounds.push_back(std::chrono::duration<double>(Clock::now() - start).count() / runs);
+    }
+    std::sort(rounds.begin(), rounds.end());
+    seconds[layers - 1] = rounds[1];  // the median of three
   }
   return std::max(seconds[1] - seconds[0], 0.5 * seconds[1]);
 }
@@ -184,6 +239,41 @@ double copy_rate() {
   std::vector<char> a(n, 1), b(n, 2);
   const double s = median_seconds(3, [&] { std::memcpy(b.data(), a.data(), n); });
   return 2.0 * static_cast<double>(n) / s;
+}
+
+// The topology's collective_fits from `vidax bench comm --json`: per kind and group size, the
+// line through the smallest and the largest message of its loaded_collectives (the collective
+// between computing ranks): the slope's rate, the idle time of the smallest message as the
+// latency (what waiting for the last rank adds is priced apart, by collective_waits). Without
+// loaded_collectives (an older bench comm), the idle alpha_beta fit of the world group.
+nlohmann::json collective_fits(const nlohmann::json& comm, int processes) {
+  nlohmann::json fits = nlohmann::json::array();
+  std::map<std::pair<std::string, int>, std::vector<const nlohmann::json*>> points;
+  const nlohmann::json loaded = comm.value("loaded_collectives", nlohmann::json::array());
+  for (const auto& p : loaded)
+    points[{p.at("collective").get<std::string>(), p.at("group").get<int>()}].push_back(&p);
+  for (auto& [key, list] : points) {
+    const auto bytes = [](const nlohmann::json* p) {
+      return p->at("bytes_sent_per_rank").get<double>();
+    };
+    std::sort(list.begin(), list.end(), [&](auto* a, auto* b) { return bytes(a) < bytes(b); });
+    const nlohmann::json &small = *list.front(), &large = *list.back();
+    const double dt = (large.at("loaded_us").get<double>() - small.at("loaded_us").get<double>());
+    if (list.size() < 2 || !(dt > 0) || !(bytes(&large) > bytes(&small))) continue;
+    fits.push_back({{"collective", key.first},
+                    {"group", key.second},
+                    {"latency_us", small.at("idle_us").get<double>()},
+                    {"GBps", (bytes(&large) - bytes(&small)) / dt * 1e-3}});
+  }
+  if (!fits.empty() || processes < 2) return fits;
+  for (const auto& [kind, f] : comm.at("alpha_beta").items()) {
+    const double gbps = f.at("gbytes_per_second").get<double>();
+    const double lat = f.at("latency_seconds").get<double>();
+    if (gbps > 0 && lat >= 0)
+      fits.push_back(
+          {{"collective", kind}, {"group", processes}, {"latency_us", lat * 1e6}, {"GBps", gbps}});
+  }
+  return fits;
 }
 
 }  // namespace
@@ -228,9 +318,7 @@ Topology local_topology(const LocalCalibration& cal) {
     const int64_t rows = std::clamp<int64_t>(rank_rows, 64, 2048);
     a.gemm = concurrent_rate(copies, [&] { return gemm_rate(cal.config, rows, compute); });
     const int64_t block_rows = (std::clamp<int64_t>(rank_rows, 64, 4096) + 63) / 64 * 64;
-    a.block = 1.0 / concurrent_rate(block_copies, [&] {
-                return 1.0 / block_seconds(cal.config, block_rows, cal.precision);
-              });
+    a.block = block_seconds(cal.config, block_rows, cal.precision, block_copies);
     // The block as the kernel rates price it (its context cached, as timed).
     wan::DitConfig one = cal.config;
     one.num_layers = 1;
@@ -254,31 +342,15 @@ Topology local_topology(const LocalCalibration& cal) {
   std::vector<AtRows> measured;
   for (int64_t r : row_counts)
     if (r >= 1) measured.push_back(at_rows(r));
-  // How much slower the runtime is than its kernels' rates (> 1), for the ops that scale with
-  // the rows (GEMMs, memory passes) and for attention (with the rows squared) apart: a least
-  // squares fit of block = linear x priced_linear + attention x priced_attn over the row counts,
-  // each equation relative to its block. One row count, or a fit outside 0.5-5 (the block
-  // timings are noisy on a shared machine): one factor for both, pooled over the row counts
-  // (their blocks' seconds over their prices).
+  // How much slower the runtime is than its kernels' rates (> 1), at each row count: that row
+  // count's real block over its price. The shares at those rows are divided by it, so a block
+  // priced at its rows costs what it measured; a kernel rate timed slow or fast by the machine's
+  // noise is corrected by the block priced with it. (A fit of one factor for the GEMMs and one
+  // for attention over the row counts was tried: the block timings' noise moved its attention
+  // factor between 0.6x and 3.9x from one calibration to the next.)
   const AtRows& own = *std::find_if(measured.begin(), measured.end(),
                                     [&](const AtRows& a) { return a.rows == cal.rows; });
-  double pooled_block = 0, pooled_price = 0;
-  for (const AtRows& m : measured)
-    pooled_block += m.block, pooled_price += m.priced_linear + m.priced_attn;
-  double slow_linear = pooled_block / pooled_price;
-  double slow_attn = slow_linear;
-  if (measured.size() > 1) {
-    double aa = 0, ab = 0, bb = 0, ay = 0, by = 0;
-    for (const AtRows& m : measured) {
-      const double x1 = m.priced_linear / m.block, x2 = m.priced_attn / m.block;
-      aa += x1 * x1, ab += x1 * x2, bb += x2 * x2, ay += x1, by += x2;
-    }
-    const double det = aa * bb - ab * ab;
-    if (std::abs(det) > 1e-12 * aa * bb) {
-      const double l = (ay * bb - by * ab) / det, t = (aa * by - ab * ay) / det;
-      if (l > 0.5 && t > 0.5 && l < 5 && t < 5) slow_linear = l, slow_attn = t;
-    }
-  }
+  const auto slowdown = [](const AtRows& a) { return a.block / (a.priced_linear + a.priced_attn); };
   omp_set_num_threads(1);
   const double copy = copy_rate();
   omp_set_num_threads(saved);
@@ -286,27 +358,44 @@ Topology local_topology(const LocalCalibration& cal) {
   double port = copy / 2, latency = 30e-6;  // shared memory: copied in and out of a FIFO
   std::string comm_note =
       "shared-memory port estimated as half a memcpy's bandwidth, latency 30 us";
+  nlohmann::json fits = nlohmann::json::array(), waits = nlohmann::json::array();
   if (!cal.comm_json.empty()) {
-    nlohmann::json j;
     try {
-      j = nlohmann::json::parse(cal.comm_json);
+      const nlohmann::json j = nlohmann::json::parse(cal.comm_json);
       const auto& f = j.at("alpha_beta").at("all_to_all");
       latency = f.at("latency_seconds").get<double>();
       port = f.at("gbytes_per_second").get<double>() * 1e9;
+      // Every kind's own fit (an all-reduce's arithmetic and a send_recv's pairing are not in
+      // the all-to-all's port) and the waits between computing ranks, where the JSON has them.
+      fits = collective_fits(j, cal.processes);
+      for (const auto& w : j.value("collective_waits", nlohmann::json::array())) {
+        const double compute_us = w.at("compute_us").get<double>();
+        // Kept where the compute grows within a group (the format's rule): a noisy repeat of
+        // the same point is dropped.
+        if (waits.empty() || waits.back().at("group") != w.at("group") ||
+            waits.back().at("compute_us").get<double>() < compute_us)
+          waits.push_back({{"group", w.at("group").get<int>()},
+                           {"compute_us", compute_us},
+                           {"wait_us", w.at("wait_us").get<double>()}});
+      }
     } catch (const nlohmann::json::exception& e) {
       throw_input_error(
           "--comm: expected the JSON of `vidax bench comm --json` with "
-          "alpha_beta.all_to_all.{latency_seconds,gbytes_per_second} (",
+          "alpha_beta.<kind>.{latency_seconds,gbytes_per_second} and optional "
+          "collective_waits[].{group,compute_us,wait_us} (",
           e.what(), ")");
     }
     if (!(port > 0) || !(latency >= 0))
       throw_input_error("--comm: alpha_beta.all_to_all has no usable fit (ran with one process?)");
-    comm_note = "shared-memory port and latency from vidax bench comm";
+    comm_note = str_cat("shared-memory port and latency from vidax bench comm; ", fits.size(),
+                        " fits of collective kind and group size; waits at collectives at ",
+                        waits.size(), " measured points");
   }
   const auto shares = [&](const AtRows& a) {
-    return nlohmann::json{{"gemm", std::min(1.0, a.gemm / peak_rate / slow_linear)},
-                          {"attention", std::min(1.0, attn / peak_rate / slow_attn)},
-                          {"memory", std::min(1.0, 1.0 / slow_linear)}};
+    const double slow = slowdown(a);
+    return nlohmann::json{{"gemm", std::min(1.0, a.gemm / peak_rate / slow)},
+                          {"attention", std::min(1.0, attn / peak_rate / slow)},
+                          {"memory", std::min(1.0, 1.0 / slow)}};
   };
   std::string blocks;
   nlohmann::json by_rows = nlohmann::json::array();
@@ -337,10 +426,12 @@ Topology local_topology(const LocalCalibration& cal) {
       {"notes", str_cat("measured: ", threads, " thread(s) per process",
                         share < 1 ? str_cat(" sharing ", cores, " cores") : std::string(),
                         "; a real block ran ", blocks,
-                        " rows the time its kernels' rates give; fitted: GEMMs and memory passes ",
-                        slow_linear, "x, attention ", slow_attn,
-                        "x (efficiencies divided by them); ", comm_note)}};
+                        " rows the time its kernels' rates give (the shares at those rows "
+                        "divided by it); ",
+                        comm_note)}};
   if (measured.size() > 1) t["device"]["efficiency_by_rows"] = by_rows;
+  if (!fits.empty()) t["collective_fits"] = fits;
+  if (!waits.empty()) t["collective_waits"] = waits;
   Topology topo = parse_topology(t.dump(), "local");
   topo.source = "measured";
   return topo;

@@ -3,12 +3,14 @@
 // core), so one "device" is that share of the CPU: its GEMM and attention rates are timed on the
 // request's own sizes with that many threads (vidax's kernels, the ones the run will use), its
 // memory bandwidth by a streaming pass; one real block, timed at the rows a rank runs under each
-// sequence split, gives how much slower the runtime is than those rates (fitted as one factor
-// for GEMMs and memory passes and one for attention), which divides the shares.
+// sequence split (as many copies at once as there are processes, their throughput), gives how
+// much slower the runtime is than those rates at those rows, which divides the shares there.
 // The processes talk through shared memory: each has one port (link) whose bandwidth and the
 // collectives' latency come from `vidax bench comm --json` run under the same mpirun (its
-// alpha_beta fit), or from a memory-copy estimate when not given. Not thread-safe (sets OpenMP's
-// thread count while measuring).
+// alpha_beta fit), or from a memory-copy estimate when not given; from the same JSON, the
+// collectives as they run between computing ranks (per kind and group size: the topology's
+// collective_fits) and the waits for a group's last rank (collective_waits). Not thread-safe
+// (sets OpenMP's thread count while measuring).
 #pragma once
 
 #include <string>

@@ -25,6 +25,7 @@ json cost_json(const StepCost& c) {
           {"collectives_s", col},
           {"communication_s", c.communication},
           {"overlapped_s", c.overlapped},
+          {"waits_s", c.waits},
           {"exposed_communication_s", c.exposed}};
 }
 
@@ -156,6 +157,7 @@ std::string Plan::to_text(bool explain) const {
     << ", memory-bound " << fmt("%.3g", c.memory) << ") + exposed communication "
     << fmt("%.4g", c.exposed) << " s\n";
   for (const auto& [k, v] : c.collectives) s << "  " << k << ": " << fmt("%.4g", v) << " s\n";
+  if (c.waits > 0) s << "  waits at collectives (measured): " << fmt("%.4g", c.waits) << " s\n";
   s << "denoise: " << request.steps << " steps, "
     << fmt("%.4g", c.step * static_cast<double>(request.steps) * work_fraction) << " s";
   if (request.accel != "none")

@@ -180,7 +180,28 @@ StepCost predict_step(const PlanRequest& r, const Topology& topo, const MeshSpec
   // The shares of peak for the rows this mesh gives a rank (measured topologies vary with them).
   const DeviceSpec device = topo.device.at_rows((g.tokens + mesh.sp() - 1) / mesh.sp());
   StepCost cost;
+  // The measured waits at collectives (Topology::collective_waits), each after the compute since
+  // the rank's previous collective: walked once per segment and once more for its repeats (which
+  // start after the segment's own tail).
+  double since = 0;
+  const auto walk_waits = [&](const dist::ScheduleSegment& seg) {
+    double waits = 0;
+    for (const auto& op : seg.ops) {
+      if (op.overlapped && !topo.device.background_shares_cores) continue;  // beside the compute
+      if (!op.collective()) {
+        since += op_seconds(device, op) * static_cast<double>(op.calls);
+      } else if (!op.overlapped && dist::axis_size(mesh, op.axis) > 1) {
+        waits += topo.wait_at_collective(dist::axis_size(mesh, op.axis), since);
+        since = 0;
+      }
+    }
+    return waits;
+  };
   for (const auto& seg : s.segments) {
+    if (!topo.collective_waits.empty()) {
+      cost.waits += walk_waits(seg);
+      if (seg.repeat > 1) cost.waits += walk_waits(seg) * static_cast<double>(seg.repeat - 1);
+    }
     double seg_compute = 0, seg_overlapped = 0;
     for (const auto& op : seg.ops) {
       if (op.collective()) {
@@ -211,7 +232,7 @@ StepCost predict_step(const PlanRequest& r, const Topology& topo, const MeshSpec
     // A prefetch hides behind the segment's compute (the block before the one it loads).
     cost.exposed += std::max(0.0, seg_overlapped - seg_compute) * static_cast<double>(seg.repeat);
   }
-  cost.exposed += cost.communication;
+  cost.exposed += cost.communication + cost.waits;
   cost.step = cost.compute + cost.exposed;
   return cost;
 }

@@ -56,8 +56,10 @@ struct StepCost {
   std::map<std::string, double> collectives;  // seconds per "kind@axis" per step
   double communication = 0;  // the collectives run between ops (all of them exposed)
   double overlapped = 0;     // collectives run beside compute (sharded weights' gathers)
-  double exposed = 0;        // communication + the part of the overlapped ones compute hides not
-  double step = 0;           // compute + exposed
+  double waits = 0;  // measured waits at collectives for the group's last member (local topology)
+  // communication + waits + the part of the overlapped ones compute hides not
+  double exposed = 0;
+  double step = 0;  // compute + exposed
 };
 
 struct PlacementResult {

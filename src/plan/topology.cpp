@@ -1,6 +1,7 @@
 #include "plan/topology.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -36,6 +37,33 @@ DeviceSpec DeviceSpec::at_rows(int64_t rows) const {
   take(a.gemm + w * (b.gemm - a.gemm), a.attention + w * (b.attention - a.attention),
        a.memory + w * (b.memory - a.memory));
   return d;
+}
+
+const Topology::CollectiveFit* Topology::collective_fit(const std::string& kind, int group) const {
+  const CollectiveFit* best = nullptr;
+  for (const CollectiveFit& f : collective_fits)
+    if (f.kind == kind &&
+        (best == nullptr || std::abs(f.group - group) <= std::abs(best->group - group)))
+      best = &f;
+  return best;
+}
+
+double Topology::wait_at_collective(int group, double compute) const {
+  if (collective_waits.empty() || !(compute > 0)) return 0;
+  // The measured group size nearest to `group` (the larger on a tie).
+  int nearest = collective_waits.front().group;
+  for (const CollectiveWait& w : collective_waits)
+    if (std::abs(w.group - group) <= std::abs(nearest - group)) nearest = w.group;
+  std::vector<const CollectiveWait*> e;
+  for (const CollectiveWait& w : collective_waits)
+    if (w.group == nearest) e.push_back(&w);
+  if (compute <= e.front()->compute) return e.front()->wait * compute / e.front()->compute;
+  if (compute >= e.back()->compute) return e.back()->wait;
+  size_t i = 1;
+  while (e[i]->compute < compute) ++i;
+  const CollectiveWait &a = *e[i - 1], &b = *e[i];
+  const double w = std::log(compute / a.compute) / std::log(b.compute / a.compute);
+  return a.wait + w * (b.wait - a.wait);
 }
 
 int Topology::devices() const {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -75,6 +76,36 @@ struct Topology {
   double inter_bandwidth = 0, inter_latency = 0;
   // Fixed cost of one round of a collective (software, synchronisation), seconds.
   double collective_latency = 10e-6;
+  // Measured collectives (the `local` topology, from `vidax bench comm`): per kind
+  // (dist::collective_name) and group size, the time of one call with no data and the rate of the
+  // bytes one rank sends (dist::collective_bytes_sent's convention), measured with the other
+  // ranks computing between collectives as they do in a run. Where a kind has fits, its
+  // collectives inside one node are priced by the fit of the nearest group size instead of by
+  // the link simulation: a fit holds what the links do not (an all-reduce's arithmetic, copies
+  // through shared memory that need both ends scheduled while other ranks compute on the same
+  // cores). Empty for modelled topologies.
+  struct CollectiveFit {
+    std::string kind;
+    int group = 0;
+    double latency = 0, bandwidth = 0;  // seconds per call; bytes/s
+  };
+  std::vector<CollectiveFit> collective_fits;  // sorted by kind, then group
+  // The fit for `kind` at the group size nearest `group` (the larger on a tie); nullptr: none.
+  const CollectiveFit* collective_fit(const std::string& kind, int group) const;
+  // Measured waits at a collective beyond its transfer (apps/vidax/collective_waits.h): after a
+  // rank computed `compute` seconds since its previous collective, the group's last member
+  // arrives `wait` seconds after the others on average (time-sliced ranks, jitter). Sorted by
+  // group size, then compute (strictly increasing within a group). Empty: none.
+  struct CollectiveWait {
+    int group = 0;
+    double compute = 0, wait = 0;  // seconds
+  };
+  std::vector<CollectiveWait> collective_waits;
+  // The wait at a collective of `group` ranks after `compute` seconds of compute: the entries of
+  // that group size (else of the nearest measured one, the larger on a tie), linear from no wait
+  // at no compute up to the first entry, interpolated in log(compute) between entries, the last
+  // entry's beyond it; 0 without entries or compute.
+  double wait_at_collective(int group, double compute) const;
   std::string notes;
 
   int devices() const;

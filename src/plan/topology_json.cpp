@@ -1,5 +1,6 @@
 // The topology file format (docs/planner.md) and the presets, which are written in the same
 // format and read by the same parser.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -129,6 +130,63 @@ void accept_other_spellings(json& j, const Reader& r) {
   }
 }
 
+// "collective_fits": [{"collective": "all_reduce", "group": 4, "latency_us": 15, "GBps": 1.1}]
+void read_collective_fits(const json& j, const Reader& r, Topology& t) {
+  if (!j.contains("collective_fits")) return;
+  const std::set<std::string> kinds = {"all_to_all",     "all_gather", "all_reduce",
+                                       "reduce_scatter", "send_recv",  "broadcast"};
+  const json& list = j.at("collective_fits");
+  if (!list.is_array() || list.size() > 1024)
+    r.fail("collective_fits",
+           "an array of at most 1024 objects {collective, group, latency_us, GBps}");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = str_cat("collective_fits[", i, "]");
+    const json& f = r.object(list[i], at, {"collective", "group", "latency_us", "GBps"});
+    Topology::CollectiveFit fit;
+    fit.kind = r.text(f, at, "collective", true);
+    if (!kinds.count(fit.kind))
+      r.fail(at + ".collective",
+             "all_to_all, all_gather, all_reduce, reduce_scatter, send_recv or broadcast, got \"" +
+                 fit.kind + "\"");
+    fit.group = r.integer(f, at, "group", true, 0);
+    if (fit.group < 2) r.fail(at + ".group", "a group of at least 2 ranks");
+    fit.latency = r.number(f, at, "latency_us", true, 0, -1e-300) * 1e-6;
+    fit.bandwidth = r.number(f, at, "GBps", true, 0) * 1e9;
+    for (const auto& other : t.collective_fits)
+      if (other.kind == fit.kind && other.group == fit.group)
+        r.fail(at, str_cat("one fit per collective and group (", fit.kind, " on ", fit.group,
+                           " ranks given twice)"));
+    t.collective_fits.push_back(fit);
+  }
+  std::sort(t.collective_fits.begin(), t.collective_fits.end(), [](const auto& a, const auto& b) {
+    return a.kind != b.kind ? a.kind < b.kind : a.group < b.group;
+  });
+}
+
+// "collective_waits": [{"group": 4, "compute_us": 10000, "wait_us": 300}, ...]
+void read_collective_waits(const json& j, const Reader& r, Topology& t) {
+  if (!j.contains("collective_waits")) return;
+  const json& list = j.at("collective_waits");
+  if (!list.is_array() || list.size() > 1024)
+    r.fail("collective_waits", "an array of at most 1024 objects {group, compute_us, wait_us}");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = str_cat("collective_waits[", i, "]");
+    const json& e = r.object(list[i], at, {"group", "compute_us", "wait_us"});
+    Topology::CollectiveWait w;
+    w.group = r.integer(e, at, "group", true, 0);
+    if (w.group < 2) r.fail(at + ".group", "a group of at least 2 ranks");
+    w.compute = r.number(e, at, "compute_us", true, 0) * 1e-6;
+    w.wait = r.number(e, at, "wait_us", true, 0, -1e-300) * 1e-6;
+    for (const auto& other : t.collective_waits)
+      if (other.group == w.group && other.compute >= w.compute)
+        r.fail(at + ".compute_us",
+               str_cat("more than the earlier entries of group ", w.group, " (increasing)"));
+    t.collective_waits.push_back(w);
+  }
+  std::stable_sort(t.collective_waits.begin(), t.collective_waits.end(),
+                   [](const auto& a, const auto& b) { return a.group < b.group; });
+}
+
 }  // namespace
 
 Topology parse_topology(const std::string& json_text, const std::string& source) {
@@ -140,7 +198,9 @@ Topology parse_topology(const std::string& json_text, const std::string& source)
   }
   const Reader r(source);
   accept_other_spellings(j, r);
-  r.object(j, "", {"name", "device", "fabric", "collective_latency_us", "notes"});
+  r.object(j, "",
+           {"name", "device", "fabric", "collective_latency_us", "collective_fits",
+            "collective_waits", "notes"});
   Topology t;
   t.source = source;
   t.name = r.text(j, "", "name", true);
@@ -194,6 +254,8 @@ Topology parse_topology(const std::string& json_text, const std::string& source)
     }
   }
   t.collective_latency = r.number(j, "", "collective_latency_us", false, 10, -1e-300) * 1e-6;
+  read_collective_fits(j, r, t);
+  read_collective_waits(j, r, t);
   if (!j.contains("fabric")) r.fail("fabric", "an object (missing)");
   const json& f = j.at("fabric");
   if (!f.is_object()) r.fail("fabric", "an object");
@@ -296,12 +358,26 @@ std::string topology_to_json(const Topology& t) {
     if (t.nodes > 1)
       f["inter"] = {{"GBps", t.inter_bandwidth * 1e-9}, {"latency_us", t.inter_latency * 1e6}};
   }
-  return json{{"name", t.name},
+  json out = {{"name", t.name},
               {"device", dev},
               {"fabric", f},
               {"collective_latency_us", t.collective_latency * 1e6},
-              {"notes", t.notes}}
-      .dump(2);
+              {"notes", t.notes}};
+  if (!t.collective_fits.empty()) {
+    out["collective_fits"] = json::array();
+    for (const auto& f : t.collective_fits)
+      out["collective_fits"].push_back({{"collective", f.kind},
+                                        {"group", f.group},
+                                        {"latency_us", f.latency * 1e6},
+                                        {"GBps", f.bandwidth * 1e-9}});
+  }
+  if (!t.collective_waits.empty()) {
+    out["collective_waits"] = json::array();
+    for (const auto& w : t.collective_waits)
+      out["collective_waits"].push_back(
+          {{"group", w.group}, {"compute_us", w.compute * 1e6}, {"wait_us", w.wait * 1e6}});
+  }
+  return out.dump(2);
 }
 
 Topology load_topology(const std::string& name_or_path, const std::string& flag) {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -447,9 +448,11 @@ TEST(MeshCli, BenchDitCountsTheBytesTheCommunicationModelPredicts) {
 TEST(MeshCli, BenchCommReportsEveryCollectiveOfTheMesh) {
   const Result r = run_mpi(4,
                            "bench comm --mesh cfg=2,ulysses=2 --frames 1 --size 64x64 "
-                           "--iters 2");
+                           "--iters 2 --waits-compute-ms 1,4 --loaded-compute-ms 2 "
+                           "--waits-rounds 1 --waits-point-seconds 0.01");
   ASSERT_EQ(r.code, 0) << r.out;
-  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  const std::string text = r.out.substr(r.out.find('{'));
+  const auto j = nlohmann::json::parse(text);
   std::set<std::string> seen;
   for (const auto& c : j["block_collectives"]) {
     seen.insert(c["collective"].get<std::string>() + "@" + c["group"].get<std::string>());
@@ -460,6 +463,53 @@ TEST(MeshCli, BenchCommReportsEveryCollectiveOfTheMesh) {
   EXPECT_TRUE(seen.count("all_gather@cfg")) << r.out;
   for (const char* kind : {"all_to_all", "all_gather", "send_recv", "all_reduce", "broadcast"})
     EXPECT_TRUE(j["alpha_beta"].contains(kind)) << kind;
+  // The collectives between computing ranks: waits per group size (2 and 4 divide 4 ranks) at
+  // growing compute, and every kind at three sizes per group size.
+  std::map<int, std::vector<double>> computes;
+  for (const auto& w : j["collective_waits"]) {
+    computes[w["group"].get<int>()].push_back(w["compute_us"].get<double>());
+    EXPECT_GE(w["wait_us"].get<double>(), 0.0);
+  }
+  ASSERT_EQ(computes.size(), 2u) << j["collective_waits"].dump();
+  for (const auto& [group, c] : computes) {
+    EXPECT_TRUE(group == 2 || group == 4) << group;
+    EXPECT_FALSE(c.empty());
+  }
+  std::map<std::pair<std::string, int>, int> sizes;
+  for (const auto& l : j["loaded_collectives"]) {
+    ++sizes[{l["collective"].get<std::string>(), l["group"].get<int>()}];
+    EXPECT_GE(l["loaded_us"].get<double>(), 0.0);
+    EXPECT_GT(l["idle_us"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(sizes.size(), 10u);  // 5 kinds x 2 group sizes
+  for (const auto& [key, n] : sizes) EXPECT_EQ(n, 3) << key.first << "@" << key.second;
+  // The planner takes them as the local topology's collective_fits and collective_waits.
+  TempDir dir;
+  const std::string comm = dir.file("comm.json"), topo = dir.file("local.json");
+  const std::string model = write_model_folder(dir);
+  std::ofstream(comm) << text;
+  const Result p = vidax::testing::run_vidax(
+      "plan --model " + model +
+      " --topology local --devices 4 --size 64x64 --frames 5 --steps 3 --precision fp32 --comm " +
+      comm + " --write-topology " + topo + " --json");
+  ASSERT_EQ(p.code, 0) << p.out;
+  std::ifstream in(topo);
+  const auto t = nlohmann::json::parse(in);
+  EXPECT_FALSE(t["collective_fits"].empty()) << t.dump();
+  EXPECT_FALSE(t["collective_waits"].empty()) << t.dump();
+  const auto plan = nlohmann::json::parse(p.out.substr(p.out.find('{')));
+  EXPECT_GE(plan["predicted"]["waits_s"].get<double>(), 0.0);
+  // A malformed comm file is one line naming the flag.
+  std::ofstream(comm) << R"({"alpha_beta":{"all_to_all":{"latency_seconds":1e-5,)"
+                         R"("gbytes_per_second":1}},"collective_waits":[{"group":2}]})";
+  const Result bad = vidax::testing::run_vidax("plan --model " + model +
+                                               " --topology local --devices 4 --size 64x64 "
+                                               "--frames 5 --comm " +
+                                               comm);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--comm: expected the JSON of `vidax bench comm --json`"),
+            std::string::npos)
+      << bad.out;
 }
 
 // ---- Failures: a one-line error, non-zero exit of the job, no output file.

@@ -343,5 +343,116 @@ TEST(Topology, EfficiencyByRowsInterpolatesAndRoundTrips) {
             std::string::npos);
 }
 
+// Collectives measured on the machine: a fit per kind and group size (the nearest group's when
+// the size was not measured) and the waits table, read, checked, looked up, written back.
+TEST(Topology, CollectiveFitsAndWaitsAreLookedUpAndRoundTrip) {
+  const std::string head =
+      R"({"name":"cpu","device":{"kind":"cpu","bf16_tflops":1,"memory_gib":1,"memory_GBps":10},)"
+      R"("fabric":{"kind":"switch","nodes":1,"devices_per_node":8,"intra":{"kind":"shm","GBps":5}})";
+  const std::string fits =
+      R"(,"collective_fits":[{"collective":"all_reduce","group":4,"latency_us":10,"GBps":1},)"
+      R"({"collective":"all_reduce","group":2,"latency_us":5,"GBps":2},)"
+      R"({"collective":"send_recv","group":8,"latency_us":1,"GBps":4}])";
+  const std::string waits =
+      R"(,"collective_waits":[{"group":4,"compute_us":1000,"wait_us":100},)"
+      R"({"group":4,"compute_us":100000,"wait_us":300},{"group":2,"compute_us":1000,"wait_us":50}])";
+  const Topology t = parse_topology(head + fits + waits + "}", "m.json");
+  ASSERT_EQ(t.collective_fits.size(), 3u);
+  const auto* f2 = t.collective_fit("all_reduce", 2);
+  ASSERT_NE(f2, nullptr);
+  EXPECT_DOUBLE_EQ(f2->latency, 5e-6);
+  EXPECT_DOUBLE_EQ(f2->bandwidth, 2e9);
+  EXPECT_EQ(t.collective_fit("all_reduce", 3)->group, 4);  // a tie: the larger group
+  EXPECT_EQ(t.collective_fit("all_reduce", 8)->group, 4);
+  EXPECT_EQ(t.collective_fit("send_recv", 2)->group, 8);
+  EXPECT_EQ(t.collective_fit("all_to_all", 2), nullptr);
+  // Waits: linear from none up to the first entry, log-interpolated between, clamped after.
+  EXPECT_DOUBLE_EQ(t.wait_at_collective(4, 0), 0);
+  EXPECT_NEAR(t.wait_at_collective(4, 500e-6), 50e-6, 1e-12);
+  EXPECT_NEAR(t.wait_at_collective(4, 10e-3), 200e-6, 1e-12);  // halfway in log(compute)
+  EXPECT_NEAR(t.wait_at_collective(4, 1.0), 300e-6, 1e-12);
+  EXPECT_NEAR(t.wait_at_collective(2, 10e-3), 50e-6, 1e-12);
+  EXPECT_NEAR(t.wait_at_collective(8, 10e-3), 200e-6, 1e-12);  // the nearest group: 4
+  EXPECT_DOUBLE_EQ(parse_topology(head + "}", "none.json").wait_at_collective(4, 1.0), 0);
+  // Written back and read again: the same tables.
+  const Topology again = parse_topology(topology_to_json(t), "again.json");
+  ASSERT_EQ(again.collective_fits.size(), 3u);
+  EXPECT_DOUBLE_EQ(again.collective_fit("send_recv", 8)->bandwidth, 4e9);
+  EXPECT_NEAR(again.wait_at_collective(4, 10e-3), 200e-6, 1e-12);
+
+  auto error_of = [&](const std::string& extra) {
+    try {
+      parse_topology(head + extra + "}", "m.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(
+      error_of(R"(,"collective_fits":[{"collective":"gather","group":2,"latency_us":1,"GBps":1}])")
+          .find("m.json: collective_fits[0].collective: expected all_to_all, all_gather"),
+      std::string::npos);
+  EXPECT_NE(error_of(R"(,"collective_fits":[{"collective":"all_reduce","group":1,)"
+                     R"("latency_us":1,"GBps":1}])")
+                .find("collective_fits[0].group: expected a group of at least 2 ranks"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"(,"collective_fits":[{"collective":"all_reduce","group":2,)"
+                     R"("latency_us":1,"GBps":0}])")
+                .find("collective_fits[0].GBps: expected a number above 0"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"(,"collective_fits":[{"collective":"all_reduce","group":2,)"
+                     R"("latency_us":1,"GBps":1},{"collective":"all_reduce","group":2,)"
+                     R"("latency_us":2,"GBps":1}])")
+                .find("collective_fits[1]: expected one fit per collective and group"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of(R"(,"collective_fits":{"all_reduce":1})").find("collective_fits: expected an array"),
+      std::string::npos);
+  EXPECT_NE(error_of(R"(,"collective_waits":[{"group":2,"compute_us":10,"wait_us":-1}])")
+                .find("collective_waits[0].wait_us: expected a number >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"(,"collective_waits":[{"group":2,"compute_us":10,"wait_us":1},)"
+                     R"({"group":2,"compute_us":10,"wait_us":2}])")
+                .find("collective_waits[1].compute_us: expected more than the earlier entries "
+                      "of group 2"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"(,"collective_waits":[{"group":2,"compute_us":10}])")
+                .find("collective_waits[0].wait_us: expected a number (missing)"),
+            std::string::npos);
+}
+
+// A measured fit replaces the link simulation inside a node: latency + bytes one rank sends /
+// rate per call; without one, or for a background collective, the links are simulated.
+TEST(LinkSim, MeasuredFitsPriceCollectivesInsideANode) {
+  const std::string head =
+      R"({"name":"cpu","device":{"kind":"cpu","bf16_tflops":1,"memory_gib":1,"memory_GBps":10},)"
+      R"("collective_latency_us":0,)"
+      R"("fabric":{"kind":"switch","nodes":1,"devices_per_node":4,)"
+      R"("intra":{"kind":"shm","GBps":1,"latency_us":0}})";
+  const Topology links = parse_topology(head + "}", "links");
+  const Topology fitted = parse_topology(
+      head + R"(,"collective_fits":[{"collective":"all_reduce","group":4,"latency_us":20,)"
+             R"("GBps":0.5}]})",
+      "fitted");
+  const MeshSpec mesh{1, 1, 1, 4};
+  const ScheduledOp reduce = op(CollectiveKind::kAllReduce, MeshAxis::kTp, 4e6, 3);
+  // 4 MB on 4 ranks: each sends 2 * 4 MB * 3/4 = 6 MB per call at 0.5 GB/s, plus 20 us.
+  EXPECT_NEAR(collective_time(fitted, identity(4), mesh, reduce).seconds, 3 * (20e-6 + 6e6 / 0.5e9),
+              1e-12);
+  LinkModel model(fitted, identity(4), mesh);
+  EXPECT_NEAR(model.time(reduce).seconds, 3 * (20e-6 + 6e6 / 0.5e9), 1e-12);
+  // The links: two rounds, each port sends 3/4 of 4 MB at 1 GB/s.
+  EXPECT_NEAR(collective_time(links, identity(4), mesh, reduce).seconds, 3 * 2 * 3e6 / 1e9, 1e-12);
+  // A background collective (a prefetch beside the compute) is simulated too.
+  ScheduledOp prefetch = reduce;
+  prefetch.overlapped = true;
+  EXPECT_DOUBLE_EQ(collective_time(fitted, identity(4), mesh, prefetch).seconds,
+                   collective_time(links, identity(4), mesh, prefetch).seconds);
+  // A kind without a fit is simulated on the links in either topology.
+  const ScheduledOp gather = op(CollectiveKind::kAllGather, MeshAxis::kTp, 1e6);
+  EXPECT_DOUBLE_EQ(collective_time(fitted, identity(4), mesh, gather).seconds,
+                   collective_time(links, identity(4), mesh, gather).seconds);
+}
+
 }  // namespace
 }  // namespace vidax::plan

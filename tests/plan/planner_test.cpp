@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "dist/mesh.h"
 #include "models/wan/dit_config.h"
+#include "models/wan/dit_schedule.h"
 #include "models/wan/dit_tensors.h"
 #include "plan/placement.h"
 #include "plan/plan_file.h"
@@ -141,6 +142,52 @@ TEST(Planner, PricesEachMeshAtItsRanksRows) {
   EXPECT_TRUE(rows == 975 || rows == 1950) << rows;
   EXPECT_DOUBLE_EQ(j["topology"]["device"]["gemm_efficiency"].get<double>(),
                    rows == 1950 ? 1.0 : 0.5);
+}
+
+// The measured waits at collectives: each collective between ops (on a group larger than one
+// rank) that follows some compute adds the table's wait for that compute; with a table that
+// gives W after any compute the step grows by W per such collective, counted here on the
+// schedule with every segment's repeats written out.
+TEST(Planner, AddsTheMeasuredWaitAtEachCollectiveAfterCompute) {
+  PlanRequest r = request("wan2.1-t2v-1.3b", 416, 240, 17);
+  r.config.num_layers = 3;
+  r.weight_modes = {"resident"};
+  const std::string base =
+      R"({"name":"cpu-2","device":{"kind":"cpu","bf16_tflops":1,"memory_gib":64,)"
+      R"("memory_GBps":20},"fabric":{"kind":"switch","nodes":1,"devices_per_node":2,)"
+      R"("intra":{"kind":"shm","GBps":5}})";
+  const double wait = 0.01;
+  const Topology plain = parse_topology(base + "}", "plain");
+  const Topology waits = parse_topology(
+      base + R"(,"collective_waits":[{"group":2,"compute_us":0.001,"wait_us":10000}]})", "waits");
+  for (const dist::MeshSpec& mesh :
+       {dist::MeshSpec{2, 1, 1, 1}, dist::MeshSpec{1, 1, 2, 1}, dist::MeshSpec{1, 1, 1, 2}}) {
+    wan::DitScheduleRequest sr;
+    sr.tokens = plan_geometry(r).tokens;
+    const LatentGeometry g = plan_geometry(r);
+    sr.latent_numel = g.channels * g.frames * g.height * g.width;
+    const dist::Schedule schedule = wan::dit_step_schedule(r.config, sr, mesh);
+    int collectives_after_compute = 0;
+    bool computed = false;
+    for (const auto& seg : schedule.segments)
+      for (int64_t rep = 0; rep < seg.repeat; ++rep)
+        for (const auto& op : seg.ops) {
+          if (!op.collective()) {
+            computed = computed || op.flops > 0 || op.bytes > 0;
+          } else if (!op.overlapped && dist::axis_size(mesh, op.axis) > 1) {
+            collectives_after_compute += computed ? 1 : 0;
+            computed = false;
+          }
+        }
+    ASSERT_GT(collectives_after_compute, 0) << mesh.str();
+    const Placement order = rank_order_placement(plain, mesh);
+    const StepCost without = predict_step(r, plain, mesh, false, order);
+    const StepCost with = predict_step(r, waits, mesh, false, order);
+    EXPECT_DOUBLE_EQ(without.waits, 0);
+    EXPECT_NEAR(with.waits, wait * collectives_after_compute, 1e-9) << mesh.str();
+    EXPECT_NEAR(with.step - without.step, with.waits, 1e-9) << mesh.str();
+    EXPECT_NEAR(with.compute, without.compute, 1e-12) << mesh.str();
+  }
 }
 
 TEST(Planner, RejectsWhatDoesNotFitAndSaysWhy) {

@@ -1,7 +1,8 @@
 // `vidax bench comm`: latency and bandwidth of every collective a mesh uses, at the message sizes
 // of one Wan block (from a model preset and a video shape), plus a size sweep on the world group
 // from which a latency + bytes/bandwidth (alpha-beta) fit is printed. Run it under mpirun with
-// the same --mesh as the generation; prints JSON (rank 0).
+// the same --mesh as the generation; prints JSON (rank 0). Also the waits at a collective between
+// computing ranks (collective_waits.h), which the planner prices on this machine.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/vidax/collective_waits.h"
 #include "apps/vidax/commands.h"
 #include "apps/vidax/mesh_args.h"
 #include "core/error.h"
@@ -20,6 +22,12 @@ namespace {
 struct CommArgs {
   std::string model = "wan2.1-t2v-1.3b", size = "416x240", precision = "bf16";
   int64_t frames = 17, iters = 10;
+  bool waits = true;
+  CollectiveWaitOptions wait_options;
+  LoadedOptions loaded_options;
+  std::vector<double> waits_compute_ms = {1, 4, 16, 64, 256};
+  double loaded_compute_ms = 16;
+  double point_seconds = 0;  // 0: each measurement's default
   MeshArgs mesh;
 };
 
@@ -93,6 +101,17 @@ void bench_comm(const CommArgs& a) {
   if (a.frames < 1 || (a.frames - 1) % 4 != 0 || width % 16 || height % 16)
     throw_job_input_error("--frames/--size: expected 4k+1 frames and multiples of 16");
   if (a.iters < 1) throw_job_input_error("--iters: expected >= 1");
+  if (a.wait_options.rounds < 1) throw_job_input_error("--waits-rounds: expected >= 1");
+  if (a.point_seconds < 0 || a.point_seconds > 60)
+    throw_job_input_error("--waits-point-seconds: expected a number in (0, 60]");
+  if (!(a.loaded_compute_ms > 0) || a.loaded_compute_ms > 10000)
+    throw_job_input_error("--loaded-compute-ms: expected a number in (0, 10000]");
+  double previous_ms = 0;
+  for (double ms : a.waits_compute_ms) {
+    if (!(ms > previous_ms) || ms > 10000)
+      throw_job_input_error("--waits-compute-ms: expected increasing numbers in (0, 10000]");
+    previous_ms = ms;
+  }
   const int64_t lat_f = (a.frames - 1) / 4 + 1, lat_h = height / 8, lat_w = width / 8;
   const int64_t tokens = lat_f * lat_h * lat_w / c.patch_volume();
   const DType act = a.precision == "fp32" ? DType::kF32 : DType::kBF16;
@@ -130,12 +149,32 @@ void bench_comm(const CommArgs& a) {
                    {"gbytes_per_second", dt > 0 ? pts.back().first / dt * 1e-9 : 0.0}};
     }
   }
+  // The collectives between computing ranks (apps/vidax/collective_waits.h).
+  nlohmann::json waits = nlohmann::json::array(), loaded = nlohmann::json::array();
+  if (a.waits) {
+    CollectiveWaitOptions wo = a.wait_options;
+    wo.compute_seconds.clear();
+    for (double ms : a.waits_compute_ms) wo.compute_seconds.push_back(ms * 1e-3);
+    LoadedOptions lo = a.loaded_options;
+    lo.compute_seconds = a.loaded_compute_ms * 1e-3;
+    lo.rounds = wo.rounds;
+    if (a.point_seconds > 0) wo.seconds_per_point = lo.seconds_per_point = a.point_seconds;
+    waits = measure_collective_waits(world, wo);
+    loaded = measure_loaded_collectives(world, lo);
+  }
   if (!is_output_rank()) return;
-  const nlohmann::json j = {{"mesh", m.str()},          {"ranks", world.size()},
-                            {"model", a.model},         {"frames", a.frames},
-                            {"size", a.size},           {"tokens", tokens},
-                            {"precision", a.precision}, {"block_collectives", block},
-                            {"sweep", sweep},           {"alpha_beta", fit}};
+  const nlohmann::json j = {{"mesh", m.str()},
+                            {"ranks", world.size()},
+                            {"model", a.model},
+                            {"frames", a.frames},
+                            {"size", a.size},
+                            {"tokens", tokens},
+                            {"precision", a.precision},
+                            {"block_collectives", block},
+                            {"sweep", sweep},
+                            {"alpha_beta", fit},
+                            {"collective_waits", waits},
+                            {"loaded_collectives", loaded}};
   std::printf("%s\n", j.dump(2).c_str());
 }
 
@@ -150,6 +189,20 @@ void register_bench_comm(CLI::App* bench) {
   cmd->add_option("--size", a->size, "WIDTHxHEIGHT (default 416x240)");
   cmd->add_option("--precision", a->precision, "bf16 | fp32: the activations' wire dtype");
   cmd->add_option("--iters", a->iters, "timed repetitions per point (default 10; median)");
+  cmd->add_flag("!--no-waits", a->waits,
+                "skip the collectives between computing ranks (collective_waits and "
+                "loaded_collectives: about a minute at 4 processes)");
+  cmd->add_option("--waits-compute-ms", a->waits_compute_ms,
+                  "compute lengths between collectives for collective_waits (default "
+                  "1,4,16,64,256)")
+      ->delimiter(',');
+  cmd->add_option("--loaded-compute-ms", a->loaded_compute_ms,
+                  "compute between calls for loaded_collectives (default 16)");
+  cmd->add_option("--waits-rounds", a->wait_options.rounds,
+                  "rounds of each such measurement (default 3; medians)");
+  cmd->add_option("--waits-point-seconds", a->point_seconds,
+                  "timed loop length per measurement (default 0.4 for the waits, 0.3 for the "
+                  "loaded collectives)");
   auto json = std::make_shared<bool>(true);
   cmd->add_flag("--json", *json, "print JSON (the only format; as the other benches' flag)");
   add_mesh_args(cmd, a->mesh);
