@@ -109,6 +109,7 @@ class IdentitySwitch : public StepMethod {
 };
 
 TEST(Dvg, IdentitySwitchUnderEulerIsAnEulerStep) {
+  VIDAX_REQUIRE_TINY_LOOP();
   const std::vector<Tensor> dense = tiny::tiny_loop_latents(nullptr, 6, "euler");
   IdentitySwitch m(tiny::tiny_run_info(6, "euler"), 2);
   const std::vector<Tensor> got = tiny::tiny_loop_latents(&m, 6, "euler");
@@ -118,6 +119,7 @@ TEST(Dvg, IdentitySwitchUnderEulerIsAnEulerStep) {
 }
 
 TEST(Dvg, OneStageIsTheDenseRunBitForBit) {
+  VIDAX_REQUIRE_TINY_LOOP();
   const std::vector<Tensor> dense = tiny::tiny_loop_latents(nullptr, 8);
   for (const std::string spec : {"mode=full", "switch=0", "mode=joint,switch=0"}) {
     const auto m = make_dvg(spec, tiny::tiny_run_info(8));
@@ -130,6 +132,7 @@ TEST(Dvg, OneStageIsTheDenseRunBitForBit) {
 }
 
 TEST(Dvg, ReducedStagesRunOnSmallerGridsAndEndOnTheFullOne) {
+  VIDAX_REQUIRE_TINY_LOOP();
   // The tiny latent [16, 3, 4, 6], patch (1, 2, 2): joint at 0.75 / 0.5 is 2 x 2 x 4.
   RunInfo run = tiny::tiny_run_info(8);
   run.latent = {3, 4, 6};
@@ -198,6 +201,7 @@ TEST(Dvg, ContentMeasuresSeeMotionAndDetail) {
 }
 
 TEST(Dvg, AutoChoosesFromTheProbeAndRecordsIt) {
+  VIDAX_REQUIRE_TINY_LOOP();
   RunInfo run = tiny::tiny_run_info(10);
   run.latent = {3, 4, 6};
   // Thresholds no content passes: neither reduction, the probe switches to the full grid.
@@ -230,6 +234,7 @@ TEST(Dvg, ChoiceFollowsTheThresholds) {
 }
 
 TEST(Dvg, BadSpecsNameTheOption) {
+  VIDAX_REQUIRE_TINY_LOOP();
   const RunInfo run = tiny::tiny_run_info(10);
   const auto message = tiny::spec_error;
   EXPECT_NE(message("dvg:mode=fast", run).find("mode='fast'"), std::string::npos);

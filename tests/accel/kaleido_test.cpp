@@ -117,6 +117,7 @@ TEST(Kaleido, DeltaPathEqualsTheEmulation) {
 }
 
 TEST(Kaleido, ZeroThresholdIsTheDenseRunBitForBit) {
+  VIDAX_REQUIRE_TINY_LOOP();
   const std::vector<Tensor> dense = tiny::tiny_loop_latents(nullptr, 6);
   const auto m = make_step_method("kaleido:thresh=0", tiny::tiny_run_info(6));
   const std::vector<Tensor> got = tiny::tiny_loop_latents(m.get(), 6);
@@ -130,6 +131,7 @@ TEST(Kaleido, ZeroThresholdIsTheDenseRunBitForBit) {
 }
 
 TEST(Kaleido, ReusesOnTheTinyModelAndReportsPerLayer) {
+  VIDAX_REQUIRE_TINY_LOOP();
   const std::vector<Tensor> dense = tiny::tiny_loop_latents(nullptr, 8);
   const auto m = make_step_method("kaleido:thresh=2", tiny::tiny_run_info(8));
   const std::vector<Tensor> got = tiny::tiny_loop_latents(m.get(), 8);
@@ -147,6 +149,7 @@ TEST(Kaleido, ReusesOnTheTinyModelAndReportsPerLayer) {
 }
 
 TEST(Kaleido, BadSpecsNameTheOption) {
+  VIDAX_REQUIRE_TINY_LOOP();
   const auto message = tiny::spec_error;
   const RunInfo run = tiny::tiny_run_info(4);
   EXPECT_NE(message("kaleido:thresh=-1", run).find("thresh"), std::string::npos);

@@ -12,6 +12,13 @@
 #include "io/safetensors.h"
 #include "models/wan/dit_checkpoint.h"
 #include "pipeline/denoise.h"
+#include "support/test_support.h"
+
+// Skips the calling test (with the fixture named) when the shared fixtures the loop reads are
+// not there.
+#define VIDAX_REQUIRE_TINY_LOOP()                                                \
+  VIDAX_REQUIRE_FIXTURE(tiny_loop_weights_, "dit_t2v_tiny.weights.safetensors"); \
+  VIDAX_REQUIRE_FIXTURE(tiny_loop_io_, "cfg_loop_tiny.io.safetensors")
 
 namespace vidax::accel::tiny {
 
