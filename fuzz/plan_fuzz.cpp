@@ -20,6 +20,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const size_t hops = t.route(0, n - 1).size();
       if (hops > t.links().size()) __builtin_trap();
     }
+    // The measured tables give finite, non-negative prices.
+    for (int group : {2, 3, 8}) {
+      const double w = t.wait_at_collective(group, 0.02);
+      if (!(w >= 0) || w > 1e7) __builtin_trap();
+      if (const auto* f = t.collective_fit("all_reduce", group))
+        if (!(f->bandwidth > 0) || !(f->latency >= 0)) __builtin_trap();
+    }
     (void)vidax::plan::parse_topology(vidax::plan::topology_to_json(t), "again");
   } catch (const vidax::InputError&) {
   }

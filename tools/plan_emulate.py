@@ -46,10 +46,10 @@ def main():
         local = json.load(f)
     out = []
     for name, fabric in FABRICS.items():
+        # The measured collectives and waits stay: the emulated run's collectives run on this
+        # machine first, then are stretched to the modelled links (the planner prices each at
+        # the longer of the two).
         topo = dict(local, name=name, fabric=fabric)
-        # The measured collectives were measured on this machine's fabric, which the modelled
-        # one replaces (the waits for a group's last rank stay: the ranks still share the cores).
-        topo.pop("collective_fits", None)
         path = f"/tmp/vidax_plan_emulate_{name}.json"
         with open(path, "w") as f:
             json.dump(topo, f)

@@ -53,6 +53,9 @@ void install_link_emulation(const Topology& topology, const dist::MeshSpec& mesh
   };
   auto st = std::make_shared<State>();
   st->topo = topology;
+  // Stretched to the modelled links only: the collective has already cost what this machine's
+  // (measured) fits describe.
+  st->topo.collective_fits.clear();
   for (dist::MeshAxis axis : {dist::MeshAxis::kCfg, dist::MeshAxis::kRing, dist::MeshAxis::kUlysses,
                               dist::MeshAxis::kTp, dist::MeshAxis::kSp})
     if (dist::axis_size(mesh, axis) > 1)

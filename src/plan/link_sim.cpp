@@ -51,33 +51,20 @@ std::vector<Message> round_messages(const dist::ScheduledOp& op, int n) {
 
 int rounds_per_call(CollectiveKind kind) { return kind == CollectiveKind::kAllReduce ? 2 : 1; }
 
-// The topology's measured fit for `op`'s kind when every group of its axis stays inside one node
-// (the fits are measured there); nullptr: simulate the links. The fits are measured between
-// computing ranks, which is how a collective between ops runs; a background one (a sharded
-// block's prefetch, `overlapped`) runs beside the compute without waiting for it: simulated.
-const Topology::CollectiveFit* measured_fit(const Topology& topo, const Placement& p,
-                                            const dist::MeshSpec& mesh,
+// The topology's measured fit for `op`'s kind at its axis's group size; nullptr: none. The fits
+// are measured between computing ranks, which is how a collective between ops runs; a background
+// one (a sharded block's prefetch, `overlapped`) runs beside the compute without waiting for it
+// and is left to the links.
+const Topology::CollectiveFit* measured_fit(const Topology& topo, const dist::MeshSpec& mesh,
                                             const dist::ScheduledOp& op) {
   if (op.overlapped) return nullptr;
-  const Topology::CollectiveFit* fit =
-      topo.collective_fit(dist::collective_name(op.kind), dist::axis_size(mesh, op.axis));
-  if (fit == nullptr) return nullptr;
-  for (const auto& g : axis_groups(mesh, op.axis))
-    for (int rank : g)
-      if (topo.node_of(p.device_of_rank[static_cast<size_t>(rank)]) !=
-          topo.node_of(p.device_of_rank[static_cast<size_t>(g.front())]))
-        return nullptr;
-  return fit;
+  return topo.collective_fit(dist::collective_name(op.kind), dist::axis_size(mesh, op.axis));
 }
 
-// All calls of `op` priced by a measured fit.
-CollectiveTime fitted_time(const Topology::CollectiveFit& fit, const dist::ScheduledOp& op, int n) {
-  CollectiveTime t;
+// Seconds of all calls of `op` as a measured fit prices them.
+double fitted_seconds(const Topology::CollectiveFit& fit, const dist::ScheduledOp& op, int n) {
   const double sent = dist::collective_bytes_sent(op.kind, op.bytes, n);
-  t.rounds = static_cast<int>(op.calls) * rounds_per_call(op.kind);
-  t.busiest_link_bytes = sent;
-  t.seconds = static_cast<double>(op.calls) * (fit.latency + sent / fit.bandwidth);
-  return t;
+  return static_cast<double>(op.calls) * (fit.latency + sent / fit.bandwidth);
 }
 
 }  // namespace
@@ -157,7 +144,6 @@ CollectiveTime collective_time(const Topology& topo, const Placement& p, const d
   VIDAX_CHECK(static_cast<int>(p.device_of_rank.size()) == mesh.size(),
               "collective_time: placement of ", p.device_of_rank.size(), " ranks for a mesh of ",
               mesh.size());
-  if (const auto* fit = measured_fit(topo, p, mesh, op)) return fitted_time(*fit, op, n);
   const std::vector<double> load = round_link_bytes(topo, p, mesh, op);
   double slowest = 0, path_latency = 0;
   for (size_t l = 0; l < load.size(); ++l) {
@@ -178,6 +164,8 @@ CollectiveTime collective_time(const Topology& topo, const Placement& p, const d
     }
   t.rounds = static_cast<int>(op.calls) * rounds_per_call(op.kind);
   t.seconds = t.rounds * (topo.collective_latency + path_latency + slowest);
+  if (const auto* fit = measured_fit(topo, mesh, op))
+    t.seconds = std::max(t.seconds, fitted_seconds(*fit, op, n));
   return t;
 }
 
@@ -185,7 +173,6 @@ CollectiveTime LinkModel::time(const dist::ScheduledOp& op) {
   CollectiveTime t;
   const int n = dist::axis_size(mesh_, op.axis);
   if (n <= 1 || !op.collective()) return t;
-  if (const auto* fit = measured_fit(topo_, placement_, mesh_, op)) return fitted_time(*fit, op, n);
   const int key = static_cast<int>(op.axis) * 16 + static_cast<int>(op.kind);
   const Pattern* pat = nullptr;
   for (const auto& [k, v] : memo_)
@@ -212,6 +199,8 @@ CollectiveTime LinkModel::time(const dist::ScheduledOp& op) {
   t.busiest_link_bytes = pat->bytes_per_byte * op.bytes;
   t.seconds =
       t.rounds * (topo_.collective_latency + pat->latency + pat->seconds_per_byte * op.bytes);
+  if (const auto* fit = measured_fit(topo_, mesh_, op))
+    t.seconds = std::max(t.seconds, fitted_seconds(*fit, op, n));
   return t;
 }
 

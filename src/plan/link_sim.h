@@ -8,12 +8,13 @@
 //   send_recv (ring)          one round per call: member i sends to i+1;
 //   broadcast                 one round: the root sends to every member.
 // A round takes  collective_latency + the longest route's latency + max over links of
-// (bytes on the link / its bandwidth). Where the topology has measured fits for the kind
-// (Topology::collective_fits, the `local` topology), the groups stay inside one node and the
-// collective runs between ops (not a background prefetch), a call
-// takes the latency + the bytes one rank sends / the rate of the fit at the nearest group size
-// instead.  Pure;
-// thread-safe.
+// (bytes on the link / its bandwidth). Where the topology has a measured fit for the kind
+// (Topology::collective_fits, the `local` topology: this machine's collectives between
+// computing ranks) and the collective runs between ops (not a background prefetch), it takes at
+// least the fit's latency + the bytes one rank sends / the fit's rate, at the nearest measured
+// group size: the links' time is a floor set by the fabric, the fit one set by the machine (with
+// a modelled fabric under link emulation, the real collective runs first, then is stretched).
+// Pure; thread-safe.
 #pragma once
 
 #include <string>

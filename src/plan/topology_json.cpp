@@ -152,6 +152,8 @@ void read_collective_fits(const json& j, const Reader& r, Topology& t) {
     if (fit.group < 2) r.fail(at + ".group", "a group of at least 2 ranks");
     fit.latency = r.number(f, at, "latency_us", true, 0, -1e-300) * 1e-6;
     fit.bandwidth = r.number(f, at, "GBps", true, 0) * 1e9;
+    if (fit.latency > 1e6) r.fail(at + ".latency_us", "at most 1e12 (microseconds)");
+    if (fit.bandwidth < 1e-3 || fit.bandwidth > 1e18) r.fail(at + ".GBps", "1e-12 to 1e9");
     for (const auto& other : t.collective_fits)
       if (other.kind == fit.kind && other.group == fit.group)
         r.fail(at, str_cat("one fit per collective and group (", fit.kind, " on ", fit.group,
@@ -177,6 +179,9 @@ void read_collective_waits(const json& j, const Reader& r, Topology& t) {
     if (w.group < 2) r.fail(at + ".group", "a group of at least 2 ranks");
     w.compute = r.number(e, at, "compute_us", true, 0) * 1e-6;
     w.wait = r.number(e, at, "wait_us", true, 0, -1e-300) * 1e-6;
+    if (w.compute < 1e-9 || w.compute > 1e6)
+      r.fail(at + ".compute_us", "1e-3 to 1e12 (microseconds)");
+    if (w.wait > 1e6) r.fail(at + ".wait_us", "at most 1e12 (microseconds)");
     for (const auto& other : t.collective_waits)
       if (other.group == w.group && other.compute >= w.compute)
         r.fail(at + ".compute_us",

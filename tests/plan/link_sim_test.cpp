@@ -416,14 +416,18 @@ TEST(Topology, CollectiveFitsAndWaitsAreLookedUpAndRoundTrip) {
                 .find("collective_waits[1].compute_us: expected more than the earlier entries "
                       "of group 2"),
             std::string::npos);
+  EXPECT_NE(error_of(R"(,"collective_waits":[{"group":2,"compute_us":1e-9,"wait_us":1}])")
+                .find("collective_waits[0].compute_us: expected 1e-3 to 1e12 (microseconds)"),
+            std::string::npos);
   EXPECT_NE(error_of(R"(,"collective_waits":[{"group":2,"compute_us":10}])")
                 .find("collective_waits[0].wait_us: expected a number (missing)"),
             std::string::npos);
 }
 
-// A measured fit replaces the link simulation inside a node: latency + bytes one rank sends /
-// rate per call; without one, or for a background collective, the links are simulated.
-TEST(LinkSim, MeasuredFitsPriceCollectivesInsideANode) {
+// A measured fit prices a collective at latency + bytes one rank sends / rate per call where
+// that is longer than the links' time (the machine's floor beside the fabric's); without one, or
+// for a background collective, the links alone.
+TEST(LinkSim, MeasuredFitsAreAFloorBesideTheLinks) {
   const std::string head =
       R"({"name":"cpu","device":{"kind":"cpu","bf16_tflops":1,"memory_gib":1,"memory_GBps":10},)"
       R"("collective_latency_us":0,)"
@@ -443,6 +447,14 @@ TEST(LinkSim, MeasuredFitsPriceCollectivesInsideANode) {
   EXPECT_NEAR(model.time(reduce).seconds, 3 * (20e-6 + 6e6 / 0.5e9), 1e-12);
   // The links: two rounds, each port sends 3/4 of 4 MB at 1 GB/s.
   EXPECT_NEAR(collective_time(links, identity(4), mesh, reduce).seconds, 3 * 2 * 3e6 / 1e9, 1e-12);
+  // A fit faster than the links leaves the links' time.
+  const Topology fast = parse_topology(
+      head + R"(,"collective_fits":[{"collective":"all_reduce","group":4,"latency_us":0,)"
+             R"("GBps":100}]})",
+      "fast");
+  EXPECT_NEAR(collective_time(fast, identity(4), mesh, reduce).seconds, 3 * 2 * 3e6 / 1e9, 1e-12);
+  LinkModel fast_model(fast, identity(4), mesh);
+  EXPECT_NEAR(fast_model.time(reduce).seconds, 3 * 2 * 3e6 / 1e9, 1e-12);
   // A background collective (a prefetch beside the compute) is simulated too.
   ScheduledOp prefetch = reduce;
   prefetch.overlapped = true;
