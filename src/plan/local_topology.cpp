@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -304,13 +303,13 @@ Topology local_topology(const LocalCalibration& cal) {
   });
   const double mem = concurrent_rate(copies, [&] { return memory_rate(); });
   const double pack = concurrent_rate(copies, [&] { return pack_rate(cal.config, cal.precision); });
-  // Per row count: the GEMM rate, one real block timed the same way (as a rate: 1 / seconds),
-  // and that block priced with the rates, its GEMM and memory ops apart from its attention.
+  // Per row count: the GEMM rate, one real block (timed as the processes' throughput), and that
+  // block priced with the rates.
   struct AtRows {
     int64_t rows = 0;
-    double gemm = 0;                            // GEMM FLOP/s at these rows
-    double block = 0;                           // seconds of the real block
-    double priced_linear = 0, priced_attn = 0;  // seconds the rates give (GEMM + memory; attention)
+    double gemm = 0;    // GEMM FLOP/s at these rows
+    double block = 0;   // seconds of the real block
+    double priced = 0;  // seconds the rates give it
   };
   const auto at_rows = [&](int64_t rank_rows) {
     AtRows a;
@@ -328,11 +327,11 @@ Topology local_topology(const LocalCalibration& cal) {
     for (const auto& seg : wan::dit_forward_schedule(one, req, dist::MeshSpec{}).segments)
       for (const auto& op : seg.ops) {
         const double n = static_cast<double>(seg.repeat * op.calls);
-        if (op.cls == dist::OpClass::kGemm) a.priced_linear += n * op.flops / a.gemm;
-        if (op.cls == dist::OpClass::kAttention) a.priced_attn += n * op.flops / attn;
-        if (op.cls == dist::OpClass::kMemory) a.priced_linear += n * op.bytes / mem;
+        if (op.cls == dist::OpClass::kGemm) a.priced += n * op.flops / a.gemm;
+        if (op.cls == dist::OpClass::kAttention) a.priced += n * op.flops / attn;
+        if (op.cls == dist::OpClass::kMemory) a.priced += n * op.bytes / mem;
       }
-    a.priced_linear /= share, a.priced_attn /= share;  // at each process's share of a core
+    a.priced /= share;  // at each process's share of a core
     return a;
   };
   std::vector<int64_t> row_counts = cal.rows_set;
@@ -350,7 +349,7 @@ Topology local_topology(const LocalCalibration& cal) {
   // factor between 0.6x and 3.9x from one calibration to the next.)
   const AtRows& own = *std::find_if(measured.begin(), measured.end(),
                                     [&](const AtRows& a) { return a.rows == cal.rows; });
-  const auto slowdown = [](const AtRows& a) { return a.block / (a.priced_linear + a.priced_attn); };
+  const auto slowdown = [](const AtRows& a) { return a.block / a.priced; };
   omp_set_num_threads(1);
   const double copy = copy_rate();
   omp_set_num_threads(saved);
@@ -400,8 +399,7 @@ Topology local_topology(const LocalCalibration& cal) {
   std::string blocks;
   nlohmann::json by_rows = nlohmann::json::array();
   for (const AtRows& a : measured) {
-    blocks += str_cat(blocks.empty() ? "" : ", ", a.block / (a.priced_linear + a.priced_attn),
-                      "x at ", a.rows);
+    blocks += str_cat(blocks.empty() ? "" : ", ", slowdown(a), "x at ", a.rows);
     nlohmann::json e = shares(a);
     e["rows"] = a.rows;
     by_rows.push_back(e);

@@ -24,7 +24,6 @@ struct CommArgs {
   int64_t frames = 17, iters = 10;
   bool waits = true;
   CollectiveWaitOptions wait_options;
-  LoadedOptions loaded_options;
   std::vector<double> waits_compute_ms = {1, 4, 16, 64, 256};
   double loaded_compute_ms = 16;
   double point_seconds = 0;  // 0: each measurement's default
@@ -155,7 +154,7 @@ void bench_comm(const CommArgs& a) {
     CollectiveWaitOptions wo = a.wait_options;
     wo.compute_seconds.clear();
     for (double ms : a.waits_compute_ms) wo.compute_seconds.push_back(ms * 1e-3);
-    LoadedOptions lo = a.loaded_options;
+    LoadedOptions lo;
     lo.compute_seconds = a.loaded_compute_ms * 1e-3;
     lo.rounds = wo.rounds;
     if (a.point_seconds > 0) wo.seconds_per_point = lo.seconds_per_point = a.point_seconds;
