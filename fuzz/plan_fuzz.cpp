@@ -20,6 +20,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const size_t hops = t.route(0, n - 1).size();
       if (hops > t.links().size()) __builtin_trap();
     }
+    // Every peak and share a price divides by is positive (shares at most 1).
+    for (bool fp32 : {false, true})
+      if (!(t.device.peak_flops(fp32) > 0) || !(t.device.conv_share(fp32) > 0) ||
+          t.device.conv_share(fp32) > 1)
+        __builtin_trap();
     // The measured tables give finite, non-negative prices.
     for (int group : {2, 3, 8}) {
       const double w = t.wait_at_collective(group, 0.02);

@@ -44,6 +44,8 @@ const char* op_class_name(OpClass cls) {
       return "gemm";
     case OpClass::kAttention:
       return "attention";
+    case OpClass::kConv:
+      return "conv";
     case OpClass::kMemory:
       return "memory";
     case OpClass::kPack:
@@ -117,7 +119,8 @@ double Schedule::flops(OpClass cls) const {
 }
 
 double Schedule::total_flops() const {
-  return flops(OpClass::kGemm) + flops(OpClass::kAttention) + flops(OpClass::kMemory);
+  return flops(OpClass::kGemm) + flops(OpClass::kAttention) + flops(OpClass::kConv) +
+         flops(OpClass::kMemory);
 }
 
 }  // namespace vidax::dist

@@ -22,11 +22,12 @@ enum class MeshAxis { kCfg, kRing, kUlysses, kTp, kSp };
 const char* mesh_axis_name(MeshAxis axis);
 int axis_size(const MeshSpec& mesh, MeshAxis axis);
 
-// What bounds a compute op's time on a device: its arithmetic (kGemm, kAttention), its memory
+// What bounds a compute op's time on a device: its arithmetic (kGemm, kAttention, kConv: a
+// convolution, priced at the device's convolution share, models/wan/vae_schedule.h), its memory
 // traffic (kMemory: norms, RoPE, residual adds, layout copies), or the packing of weights that
 // arrive as checkpoint bytes (kPack: a sharded block rebuilt after its gather; `bytes` = the
 // checkpoint bytes packed).
-enum class OpClass { kGemm, kAttention, kMemory, kPack, kCollective };
+enum class OpClass { kGemm, kAttention, kConv, kMemory, kPack, kCollective };
 const char* op_class_name(OpClass cls);
 
 struct ScheduledOp {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -23,6 +24,10 @@
 #include "models/wan/dit_random.h"
 #include "models/wan/dit_schedule.h"
 #include "models/wan/dit_tensors.h"
+#include "models/wan/vae.h"
+#include "models/wan/vae_random.h"
+#include "models/wan/vae_schedule.h"
+#include "nn/conv3d.h"
 #include "pipeline/video_request.h"
 
 namespace vidax::plan {
@@ -101,6 +106,58 @@ double attention_rate(const wan::DitConfig& c, int64_t tokens, bool bf16) {
     s = median_seconds(2, [&] { flash_attention(q.data(), q.data(), q.data(), out.data(), d); });
   }
   return 4.0 * static_cast<double>(tokens * tokens * hd * heads) / s;
+}
+
+// FLOP/s of the Wan VAE's dominant convolutions (causal 3x3x3, C -> C, one new frame behind two
+// carried ones), as the VAE runs them in `compute` (bf16 widened to f32 where this machine has no
+// oneDNN bf16 convolution): 96 channels at the frame's `height` x `width` and 192 at half of it
+// (the last two decoder stages, where nearly all of its FLOPs are).
+double conv_rate(DType compute, int64_t height, int64_t width) {
+  double flops = 0, seconds = 0;
+  for (const auto& [c, h, w] :
+       {std::tuple<int64_t, int64_t, int64_t>{96, height, width},
+        std::tuple<int64_t, int64_t, int64_t>{192, height / 2, width / 2}}) {
+    Conv3dParams p;
+    p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
+    const Conv3d conv(ramp(Shape{c, c, 3, 3, 3}), Tensor(), p, compute);
+    const auto n = static_cast<size_t>(3 * h * w * c);
+    Buffer<float> x32(n);
+    Buffer<BFloat16> x16(n);
+    for (size_t i = 0; i < n; ++i) x32.data()[i] = 0.01f * static_cast<float>(i % 7);
+    convert_floats_serial(x32.data(), DType::kF32, x16.data(), DType::kBF16, n);
+    const void* x = compute == DType::kBF16 ? static_cast<const void*>(x16.data())
+                                            : static_cast<const void*>(x32.data());
+    Buffer<float> y(static_cast<size_t>(h * w * c));
+    seconds += median_seconds(3, [&] { conv.forward(x, 3, h, w, y.data()); });
+    flops += 2.0 * 27.0 * static_cast<double>(c * c * h * w);
+  }
+  return flops / seconds;
+}
+
+// Seconds one more latent frame adds to a real decode (random weights) of height x width in
+// `precision`: decodes of two and of three latent frames, timed after a warm-up decode (oneDNN
+// creates its primitives on the first call of each extent), their difference.
+double vae_frame_seconds(const wan::VaeConfig& c, int64_t height, int64_t width,
+                         wan::Precision precision) {
+  wan::WanVae vae(c, wan::random_vae_weights(c, DType::kBF16, 7), precision,
+                  wan::VaeParts::kDecoder);
+  const int64_t ss = c.spatial_stride();
+  const auto latent = [&](int64_t frames) {
+    const Shape shape{c.z_dim, frames, height / ss, width / ss};
+    std::vector<float> z(static_cast<size_t>(shape.numel()));
+    for (size_t i = 0; i < z.size(); ++i) z[i] = static_cast<float>(i % 9) * 0.1f - 0.4f;
+    return Tensor::from_floats(z, shape);
+  };
+  const Tensor two = latent(2), three = latent(3);
+  const wan::FrameSink sink = [](const Tensor&) {};
+  const auto timed = [&](const Tensor& z) {
+    const auto t0 = std::chrono::steady_clock::now();
+    vae.decode(z, sink);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  (void)timed(two);
+  const double t2 = timed(two);
+  return timed(three) - t2;
 }
 
 // Bytes/s of a streaming y += x pass (2 reads, 1 write) over 64 MiB.
@@ -303,6 +360,31 @@ Topology local_topology(const LocalCalibration& cal) {
   });
   const double mem = concurrent_rate(copies, [&] { return memory_rate(); });
   const double pack = concurrent_rate(copies, [&] { return pack_rate(cal.config, cal.precision); });
+  // The VAE's convolutions in both precisions, as shares of the peaks they are priced at (the
+  // topology's bf16 figure, which holds the f32 peak for an fp32 calibration, and the f32 peak).
+  // At the request's frame size, scaled down to at most 416x240 pixels (the calibration's time).
+  const double cut = std::min(1.0, std::sqrt(416.0 * 240.0 / static_cast<double>(cal.height) /
+                                             static_cast<double>(cal.width)));
+  const int64_t conv_h = std::max<int64_t>(16, static_cast<int64_t>(cal.height * cut) / 16 * 16);
+  const int64_t conv_w = std::max<int64_t>(16, static_cast<int64_t>(cal.width * cut) / 16 * 16);
+  const double conv_bf16 =
+      concurrent_rate(copies, [&] { return conv_rate(DType::kBF16, conv_h, conv_w); });
+  const double conv_f32 =
+      concurrent_rate(copies, [&] { return conv_rate(DType::kF32, conv_h, conv_w); });
+  // A peak is at least what a kernel reached (the short FMA probe can read low).
+  const double f32_peak = std::max(peak.f32_gflops * 1e9, conv_f32);
+  // One more latent frame of a real decode, alone with this process's threads (as rank 0 decodes
+  // while the others wait), at most 208x240 pixels: the three decodes take a few seconds.
+  int64_t vh = 0, vw = 0;
+  double vae_frame = 0;
+  if (cal.vae) {
+    const int64_t ss = cal.vae->spatial_stride();
+    const double vcut = std::min(
+        1.0, std::sqrt(208.0 * 240.0 / static_cast<double>(conv_h) / static_cast<double>(conv_w)));
+    vh = std::max<int64_t>(ss, static_cast<int64_t>(conv_h * vcut) / ss * ss);
+    vw = std::max<int64_t>(ss, static_cast<int64_t>(conv_w * vcut) / ss * ss);
+    vae_frame = vae_frame_seconds(*cal.vae, vh, vw, cal.vae_precision);
+  }
   // Per row count: the GEMM rate, one real block (timed as the processes' throughput), and that
   // block priced with the rates.
   struct AtRows {
@@ -404,17 +486,47 @@ Topology local_topology(const LocalCalibration& cal) {
     e["rows"] = a.rows;
     by_rows.push_back(e);
   }
+  // The real decoder's latent frame against its schedule priced with the rates above: how much
+  // slower it runs (its page handling, norms and copies beyond the bytes counted); the
+  // convolution share of the request's VAE precision is divided by it, so a decode priced at
+  // that size costs per latent frame what it measured.
+  double vae_slow = 1;
+  std::string vae_note;
+  if (cal.vae) {
+    const bool v32 = cal.vae_precision == wan::Precision::kFP32;
+    const auto price = [&](int64_t latent_frames) {
+      const dist::Schedule s =
+          wan::vae_decode_schedule(*cal.vae, 1 + (latent_frames - 1) * cal.vae->temporal_stride(),
+                                   vh, vw, cal.vae_precision);
+      double bytes = 0;
+      for (const auto& seg : s.segments)
+        for (const auto& op : seg.ops)
+          if (op.cls == dist::OpClass::kMemory) bytes += op.bytes * static_cast<double>(op.calls);
+      return s.flops(dist::OpClass::kConv) / (v32 ? conv_f32 : conv_bf16) +
+             s.flops(dist::OpClass::kGemm) / own.gemm + s.flops(dist::OpClass::kAttention) / attn +
+             bytes / mem;
+    };
+    vae_slow = std::max(0.1, vae_frame / (price(3) - price(2)));
+    vae_note =
+        str_cat("; a real ", v32 ? "fp32" : "bf16", " VAE decode at ", vw, "x", vh, " ran ",
+                vae_slow, "x its price per latent frame (that convolution share divided by it)");
+  }
+  nlohmann::json efficiency = shares(own);
+  const bool vae32 = cal.vae && cal.vae_precision == wan::Precision::kFP32;
+  efficiency["conv"] = std::min(1.0, conv_bf16 / peak_rate / (cal.vae && !vae32 ? vae_slow : 1));
+  efficiency["conv_fp32"] = std::min(1.0, conv_f32 / f32_peak / (vae32 ? vae_slow : 1));
   const double avail = available_memory_bytes();
   nlohmann::json t = {
       {"name", str_cat("local-", cal.processes)},
       {"device",
        {{"kind", "cpu"},
         {"bf16_tflops", peak_rate * share * 1e-12},
+        {"fp32_tflops", f32_peak * share * 1e-12},
         {"memory_gib", (avail > 0 ? avail : 1e9) / cal.processes / 1073741824.0},
         {"memory_GBps", mem * share * 1e-9},
         {"pack_GBps", pack * share * 1e-9},
         {"background_shares_cores", true},
-        {"efficiency", shares(own)}}},
+        {"efficiency", efficiency}}},
       {"fabric",
        {{"kind", "switch"},
         {"nodes", 1},
@@ -426,8 +538,9 @@ Topology local_topology(const LocalCalibration& cal) {
                         "; a real block ran ", blocks,
                         " rows the time its kernels' rates give (the shares at those rows "
                         "divided by it); ",
-                        comm_note)}};
+                        comm_note, vae_note)}};
   if (measured.size() > 1) t["device"]["efficiency_by_rows"] = by_rows;
+  if (cal.processes > cores) t["device"]["time_shared_cores"] = cores;
   if (!fits.empty()) t["collective_fits"] = fits;
   if (!waits.empty()) t["collective_waits"] = waits;
   Topology topo = parse_topology(t.dump(), "local");

@@ -13,10 +13,12 @@
 // (sets OpenMP's thread count while measuring).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "models/wan/dit.h"
+#include "models/wan/vae_config.h"
 #include "plan/topology.h"
 
 namespace vidax::plan {
@@ -30,6 +32,11 @@ struct LocalCalibration {
   // block are timed again: the topology's efficiency_by_rows (empty: none).
   std::vector<int64_t> rows_set;
   int64_t tokens = 1024;  // attention length (capped)
+  // The request's frames: the VAE's convolutions are timed at them (at most 416x240 pixels), and
+  // with `vae` one real decode of two latent frames in `vae_precision` (random weights).
+  int64_t width = 832, height = 480;
+  std::optional<wan::VaeConfig> vae;
+  wan::Precision vae_precision = wan::Precision::kBF16;
   wan::Precision precision = wan::Precision::kBF16;
   std::string comm_json;  // the text of `vidax bench comm --json` (optional)
 };

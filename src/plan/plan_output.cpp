@@ -29,7 +29,19 @@ json cost_json(const StepCost& c) {
           {"exposed_communication_s", c.exposed}};
 }
 
-json candidate_json(const Candidate& c, const Topology& t) {
+json phases_json(const PhaseCost& p, const PlanRequest& r) {
+  return {{"text_s", p.text},
+          {"image_s", p.image},
+          {"denoise_s", p.denoise},
+          {"decode_s", p.decode},
+          {"total_s", p.total},
+          {"text_tokens", r.text_tokens},
+          {"vae_precision", r.vae_precision == wan::Precision::kBF16 ? "bf16" : "fp32"},
+          {"decode_tiles", p.decode_tiles},
+          {"decode_ranks", p.decode_ranks}};
+}
+
+json candidate_json(const Candidate& c, const PlanRequest& r) {
   json j = {{"mesh", c.mesh.str()},
             {"weights", c.weights},
             {"status", c.status},
@@ -38,6 +50,7 @@ json candidate_json(const Candidate& c, const Topology& t) {
   if (!c.reason.empty()) j["reason"] = c.reason;
   if (c.best() != nullptr) {
     j["predicted"] = cost_json(c.best()->cost);
+    j["predicted"]["phases"] = phases_json(c.phases, r);
     j["placement"] = c.best()->placement.description;
     j["rank_order_step_s"] = c.rank_order_step;
     json places = json::array();
@@ -48,7 +61,6 @@ json candidate_json(const Candidate& c, const Topology& t) {
                         {"exposed_communication_s", p.cost.exposed}});
     j["placements"] = places;
   }
-  (void)t;
   return j;
 }
 
@@ -96,12 +108,15 @@ json Plan::to_json(bool explain) const {
               {"device",
                {{"kind", topology.device.kind},
                 {"bf16_tflops", topology.device.bf16_flops * 1e-12},
+                {"fp32_tflops", topology.device.peak_flops(true) * 1e-12},
                 {"memory_bytes", topology.device.memory_bytes},
                 {"memory_GBps", topology.device.memory_bandwidth * 1e-9},
                 // the shares at the rows the chosen mesh gives a rank
                 {"gemm_efficiency", used.gemm_efficiency},
                 {"attention_efficiency", used.attention_efficiency},
                 {"memory_efficiency", used.memory_efficiency},
+                {"conv_efficiency", used.conv_share(false)},
+                {"conv_fp32_efficiency", used.conv_share(true)},
                 {"efficiency_rows", rank_rows},
                 {"pack_GBps", topology.device.pack_bandwidth * 1e-9},
                 {"background_shares_cores", topology.device.background_shares_cores}}},
@@ -126,7 +141,9 @@ json Plan::to_json(bool explain) const {
   j["predicted"]["rank_order_step_s"] = w.rank_order_step;
   j["predicted"]["placement_gain"] = w.rank_order_step / best.cost.step;
   // A fixed step schedule (--accel) does its share of the dense steps' work.
-  j["predicted"]["denoise_s"] = best.cost.step * static_cast<double>(request.steps) * work_fraction;
+  j["predicted"]["denoise_s"] = w.phases.denoise;
+  // The whole generation: the phases around the loop as the runtime runs them on this mesh.
+  j["predicted"]["phases"] = phases_json(w.phases, request);
   j["accel"] = {{"spec", request.accel},
                 {"sampler", request.sampler},
                 {"work_fraction", work_fraction},
@@ -136,7 +153,7 @@ json Plan::to_json(bool explain) const {
                 {"planned", accel_planned}};
   if (explain) {
     json all = json::array();
-    for (const Candidate& cand : candidates) all.push_back(candidate_json(cand, topology));
+    for (const Candidate& cand : candidates) all.push_back(candidate_json(cand, request));
     j["candidates"] = all;
   }
   return j;
@@ -158,14 +175,23 @@ std::string Plan::to_text(bool explain) const {
     << fmt("%.4g", c.exposed) << " s\n";
   for (const auto& [k, v] : c.collectives) s << "  " << k << ": " << fmt("%.4g", v) << " s\n";
   if (c.waits > 0) s << "  waits at collectives (measured): " << fmt("%.4g", c.waits) << " s\n";
-  s << "denoise: " << request.steps << " steps, "
-    << fmt("%.4g", c.step * static_cast<double>(request.steps) * work_fraction) << " s";
+  s << "denoise: " << request.steps << " steps, " << fmt("%.4g", w.phases.denoise) << " s";
   if (request.accel != "none")
     s << " (--accel " << request.accel << ": "
       << (accel_planned.is_null() ? std::string("decided at run time, priced dense")
                                   : str_cat("work fraction ", fmt("%.3f", work_fraction)))
       << ")";
   s << "\n";
+  const PhaseCost& ph = w.phases;
+  s << "generation: " << fmt("%.4g", ph.total) << " s = text " << fmt("%.3g", ph.text) << " s ("
+    << request.text_tokens << " tokens)";
+  if (request.image) s << " + image " << fmt("%.3g", ph.image) << " s";
+  s << " + denoise " << fmt("%.4g", ph.denoise) << " s + decode " << fmt("%.3g", ph.decode)
+    << " s (" << (request.vae_precision == wan::Precision::kBF16 ? "bf16" : "fp32") << ", "
+    << (ph.decode_ranks > 1   ? str_cat(ph.decode_tiles, " tiles over ", ph.decode_ranks, " ranks")
+        : ph.decode_tiles > 1 ? str_cat(ph.decode_tiles, " tiles on rank 0")
+                              : std::string("rank 0"))
+    << ")\n";
   s << "rank-order placement: " << fmt("%.4g", w.rank_order_step) << " s ("
     << fmt("%.3f", w.rank_order_step / c.step) << "x the chosen one)\n";
   s << "searched: " << enumerated << " meshes, " << rejected << " rejected, " << pruned

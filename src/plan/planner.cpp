@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "models/wan/dit_schedule.h"
 #include "models/wan/dit_tensors.h"
+#include "plan/compute_cost.h"
 #include "plan/placement.h"
 
 namespace vidax::plan {
@@ -76,30 +77,6 @@ double memory_need(const PlanRequest& r, const MeshSpec& m, bool sharded, int64_
   const double exchange =
       4.0 * static_cast<double>(rows) * 4.0 * static_cast<double>(r.config.dim) / m.tp * 4.0;
   return weight_bytes(r, m, sharded) + wan::WanDit::activation_bytes(r.config, rows) + exchange;
-}
-
-// The fastest a device can send: its outgoing links' bandwidth.
-double injection_bandwidth(const Topology& t) {
-  double bw = 0;
-  for (const Link& l : t.links())
-    if (l.from == 0) bw += l.bandwidth;
-  return bw > 0 ? bw : 1e30;
-}
-
-double op_seconds(const DeviceSpec& d, const dist::ScheduledOp& op) {
-  switch (op.cls) {
-    case OpClass::kGemm:
-      return op.flops / (d.bf16_flops * d.gemm_efficiency);
-    case OpClass::kAttention:
-      return op.flops / (d.bf16_flops * d.attention_efficiency);
-    case OpClass::kMemory:
-      return op.bytes / (d.memory_bandwidth * d.memory_efficiency);
-    case OpClass::kPack:
-      return d.pack_bandwidth > 0 ? op.bytes / d.pack_bandwidth : 0.0;
-    case OpClass::kCollective:
-      return 0;
-  }
-  return 0;
 }
 
 std::string key_of(const dist::ScheduledOp& op) {
@@ -179,6 +156,7 @@ StepCost predict_step(const PlanRequest& r, const Topology& topo, const MeshSpec
   LinkModel links(topo, placement, mesh);
   // The shares of peak for the rows this mesh gives a rank (measured topologies vary with them).
   const DeviceSpec device = topo.device.at_rows((g.tokens + mesh.sp() - 1) / mesh.sp());
+  const bool fp32 = r.precision == wan::Precision::kFP32;
   StepCost cost;
   // The measured waits at collectives (Topology::collective_waits), each after the compute since
   // the rank's previous collective: walked once per segment and once more for its repeats (which
@@ -189,7 +167,7 @@ StepCost predict_step(const PlanRequest& r, const Topology& topo, const MeshSpec
     for (const auto& op : seg.ops) {
       if (op.overlapped && !topo.device.background_shares_cores) continue;  // beside the compute
       if (!op.collective()) {
-        since += op_seconds(device, op) * static_cast<double>(op.calls);
+        since += op_seconds(device, op, fp32) * static_cast<double>(op.calls);
       } else if (!op.overlapped && dist::axis_size(mesh, op.axis) > 1) {
         waits += topo.wait_at_collective(dist::axis_size(mesh, op.axis), since);
         since = 0;
@@ -216,16 +194,16 @@ StepCost predict_step(const PlanRequest& r, const Topology& topo, const MeshSpec
         }
         continue;
       }
-      const double t = op_seconds(device, op) * static_cast<double>(op.calls);
+      const double t = op_seconds(device, op, fp32) * static_cast<double>(op.calls);
       if (op.overlapped && !topo.device.background_shares_cores) {
         seg_overlapped += t;  // background work on its own resources
         continue;
       }
       seg_compute += t;
-      (op.cls == OpClass::kGemm        ? cost.gemm
-       : op.cls == OpClass::kAttention ? cost.attention
-       : op.cls == OpClass::kPack      ? cost.pack
-                                       : cost.memory) += t * static_cast<double>(seg.repeat);
+      (op.cls == OpClass::kGemm || op.cls == OpClass::kConv ? cost.gemm
+       : op.cls == OpClass::kAttention                      ? cost.attention
+       : op.cls == OpClass::kPack                           ? cost.pack
+                                  : cost.memory) += t * static_cast<double>(seg.repeat);
     }
     cost.compute += seg_compute * static_cast<double>(seg.repeat);
     cost.overlapped += seg_overlapped * static_cast<double>(seg.repeat);
@@ -303,14 +281,16 @@ Plan make_plan(const PlanRequest& request, const Topology& topology_in) {
   // 2. A lower bound of each mesh's step: its FLOPs at peak, or the bytes a rank sends between
   // ops at its injection rate (the predicted step is compute + exposed communication, each at
   // most that fast, so no mesh whose bound exceeds a predicted step can win).
-  const double inject = injection_bandwidth(topo);
+  const double inject = topo.injection_bandwidth();
   for (Candidate& cand : all) {
     if (cand.status == "rejected") continue;
     const dist::Schedule s = wan::dit_step_schedule(
         c, schedule_request(request, plan.tokens, plan.latent_numel, cand.weights == "sharded"),
         cand.mesh);
     const double sent = s.exposed_bytes_sent(cand.mesh);
-    cand.bound = std::max(s.total_flops() / topo.device.bf16_flops, sent / inject);
+    cand.bound = std::max(
+        s.total_flops() / topo.device.peak_flops(request.precision == wan::Precision::kFP32),
+        sent / inject);
   }
   std::vector<Candidate*> viable;
   for (Candidate& cand : all)
@@ -364,6 +344,8 @@ Plan make_plan(const PlanRequest& request, const Topology& topology_in) {
                        return a.cost.step < b.cost.step;
                      });
     best_step = std::min(best_step, cand.placements.front().cost.step);
+    cand.phases = predict_phases(request, topo, cand.mesh, cand.placements.front().cost.step,
+                                 plan.work_fraction);
   }
   auto order = [](const Candidate& cand) {
     return cand.status == "ranked" ? 0 : cand.status == "pruned" ? 1 : 2;

@@ -19,7 +19,10 @@
 #include <nlohmann/json.hpp>
 
 #include "dist/mesh.h"
+#include "models/clip/clip_config.h"
 #include "models/wan/dit.h"
+#include "models/wan/t5_config.h"
+#include "models/wan/vae_config.h"
 #include "pipeline/video_request.h"
 #include "plan/link_sim.h"
 #include "plan/topology.h"
@@ -47,6 +50,36 @@ struct PlanRequest {
   std::optional<dist::MeshSpec> only_mesh;
   // Latent geometry (Wan 2.1: 4x temporal, 8x spatial VAE stride; z_dim 16).
   int64_t vae_stride_t = 4, vae_stride_hw = 8, z_dim = 16;
+  // The phases around the denoising loop (PhaseCost); a model left unset is not priced.
+  std::optional<wan::T5Config> t5;
+  std::optional<wan::VaeConfig> vae;
+  std::optional<clip::ClipVisionConfig> clip;  // I2V's image encoder
+  // Tokens umT5 runs per prompt: the longest prompt (the official code pads every one to 512).
+  int64_t text_tokens = 512;
+  // The request conditions on an image: CLIP (when set) and the VAE encode of the `frames`-long
+  // conditioning video (I2V), or of one frame (TI2V).
+  bool image = false;
+  wan::Precision vae_precision = wan::Precision::kBF16;
+  int64_t vae_tile = 0;  // generate --vae-tile (latent pixels; 0: untiled, on rank 0 alone)
+};
+
+// One generation's phases on a mesh, as the runtime runs them (pipeline/generate_run.cpp), in
+// seconds of the slowest rank:
+//  - text: umT5 on the first rank of each CFG branch's sequence group: the prompt and, guided,
+//    the negative prompt (one each with cfg=2), its GEMMs split over tp (the tp all-reduces and
+//    the context broadcast are not priced);
+//  - image: on world rank 0, CLIP on the image and the VAE encode of the conditioning video;
+//  - denoise: steps x the predicted step x the step method's planned work fraction;
+//  - decode: the VAE decode on rank 0, or with tiles (vae_tile) dealt tile k to rank k % N, the
+//    most loaded rank's tiles plus sending its decoded pixels to the N - 1 others at the
+//    device's injection bandwidth.
+// The VAE runs at vae_precision (f32: the device's f32 peak), everything else at `precision`.
+// Time-shared CPU processes run a phase faster while the other ranks wait
+// (DeviceSpec::alone_speedup).
+struct PhaseCost {
+  double text = 0, image = 0, denoise = 0, decode = 0, total = 0;
+  int64_t decode_tiles = 1;  // spatial tiles of the decode
+  int decode_ranks = 1;      // ranks they are dealt to
 };
 
 struct StepCost {
@@ -76,6 +109,7 @@ struct Candidate {
   std::string reason;                       // why rejected or pruned; the constraint named
   std::vector<PlacementResult> placements;  // ranked: best first
   double rank_order_step = 0;               // the step time with rank r on device r
+  PhaseCost phases;                         // ranked: the phases with the best placement
   const PlacementResult* best() const { return placements.empty() ? nullptr : &placements[0]; }
 };
 
@@ -101,6 +135,10 @@ struct Plan {
 // The request's latent and token counts (pipeline/video_request.h latent_geometry with the
 // request's strides and the model's patch).
 LatentGeometry plan_geometry(const PlanRequest& request);
+
+// The phases of one generation on `mesh` whose step takes `step_seconds`.
+PhaseCost predict_phases(const PlanRequest& request, const Topology& topology,
+                         const dist::MeshSpec& mesh, double step_seconds, double work_fraction);
 
 // Throws InputError when no mesh runs (naming why each was rejected: the tightest memory need).
 Plan make_plan(const PlanRequest& request, const Topology& topology);

@@ -1,5 +1,6 @@
 #include "plan/topology.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,20 @@
 #include "core/error.h"
 
 namespace vidax::plan {
+
+double DeviceSpec::alone_speedup(int active, int devices) const {
+  const int cores = time_shared_cores;
+  if (cores <= 0 || devices <= cores || active <= 0) return 1.0;
+  const double busy = static_cast<double>(std::min(cores, active));
+  return std::max(1.0, busy * devices / (static_cast<double>(active) * cores));
+}
+
+double Topology::injection_bandwidth() const {
+  double bw = 0;
+  for (const Link& l : links_)
+    if (l.from == 0) bw += l.bandwidth;
+  return bw > 0 ? bw : 1e30;
+}
 
 DeviceSpec DeviceSpec::at_rows(int64_t rows) const {
   DeviceSpec d = *this;

@@ -21,19 +21,35 @@
 namespace vidax::plan {
 
 struct DeviceSpec {
-  std::string kind;             // "tpu-v5e", "h100", "cpu"
-  double bf16_flops = 0;        // peak FLOP/s (dense bf16)
+  std::string kind;       // "tpu-v5e", "h100", "cpu"
+  double bf16_flops = 0;  // peak FLOP/s (dense bf16)
+  // Peak FLOP/s of f32 GEMMs and convolutions (an fp32 VAE): TF32 tensor cores on NVIDIA GPUs
+  // (PyTorch's cuDNN convolutions use them by default), f32 FMA on CPUs; 0: half bf16_flops.
+  double fp32_flops = 0;
   double memory_bytes = 0;      // memory one device holds
   double memory_bandwidth = 0;  // bytes/s
   // Share of the peak each op kind reaches (GEMMs, attention) and of the memory bandwidth
   // (memory-bound ops): assumptions unless measured (docs/planner.md).
   double gemm_efficiency = 0.6, attention_efficiency = 0.45, memory_efficiency = 0.7;
+  // Share of the bf16 (f32) peak the convolutions of a bf16 (f32) VAE reach; 0: gemm_efficiency.
+  double conv_efficiency = 0, conv_fp32_efficiency = 0;
+  double conv_share(bool fp32) const {
+    const double e = fp32 ? conv_fp32_efficiency : conv_efficiency;
+    return e > 0 ? e : gemm_efficiency;
+  }
   // Bytes/s of checkpoint weights packed into a runtime's layout (a sharded block after its
   // gather); 0: the gathered weights are used as they are (no cost).
   double pack_bandwidth = 0;
   // Background work (the sharded weights' loader) takes the compute's own cores (a CPU process
   // with one thread per core) instead of running beside it.
   bool background_shares_cores = false;
+  // The devices are processes time-sharing this many cores (more processes than cores; the
+  // figures above are each one's share); 0: not time-shared. A phase some ranks run while the
+  // others wait (the VAE on rank 0) then runs faster: alone_speedup.
+  int time_shared_cores = 0;
+  // How much faster than its share a device runs while only `active` of the `devices` devices
+  // compute (1 unless time-shared: the active ones get up to a core each).
+  double alone_speedup(int active, int devices) const;
   // The three shares measured at several per-rank row counts (the local topology calibrates at
   // the rows of each sequence split), rows strictly increasing. A rank running `rows` tokens gets
   // the shares interpolated in log(rows) between its neighbours, clamped at the ends. Empty: the
@@ -46,6 +62,10 @@ struct DeviceSpec {
 
   // This device with the shares for a rank that runs `rows` tokens.
   DeviceSpec at_rows(int64_t rows) const;
+  // The peak for GEMMs in bf16 or f32 (fp32_flops, or half the bf16 peak when not given).
+  double peak_flops(bool fp32) const {
+    return !fp32 ? bf16_flops : fp32_flops > 0 ? fp32_flops : bf16_flops / 2;
+  }
 };
 
 struct Link {
@@ -109,6 +129,8 @@ struct Topology {
   std::string notes;
 
   int devices() const;
+  // The fastest device 0 can send: the sum of its outgoing links' bandwidth (huge when none).
+  double injection_bandwidth() const;
   int vertices() const { return vertex_count_; }
   const std::vector<Link>& links() const { return links_; }
   // The links a message from device `a` to device `b` crosses, in order (empty when a == b).

@@ -211,11 +211,13 @@ Topology parse_topology(const std::string& json_text, const std::string& source)
   t.name = r.text(j, "", "name", true);
   t.notes = r.text(j, "", "notes", false);
   if (!j.contains("device")) r.fail("device", "an object (missing)");
-  const json& d = r.object(j.at("device"), "device",
-                           {"kind", "bf16_tflops", "memory_gib", "memory_GBps", "efficiency",
-                            "efficiency_by_rows", "pack_GBps", "background_shares_cores"});
+  const json& d =
+      r.object(j.at("device"), "device",
+               {"kind", "bf16_tflops", "fp32_tflops", "memory_gib", "memory_GBps", "efficiency",
+                "efficiency_by_rows", "pack_GBps", "background_shares_cores", "time_shared_cores"});
   t.device.kind = r.text(d, "device", "kind", true);
   t.device.bf16_flops = r.number(d, "device", "bf16_tflops", true, 0) * 1e12;
+  t.device.fp32_flops = r.number(d, "device", "fp32_tflops", false, 0) * 1e12;
   t.device.memory_bytes = r.number(d, "device", "memory_gib", true, 0) * 1073741824.0;
   t.device.memory_bandwidth = r.number(d, "device", "memory_GBps", true, 0) * 1e9;
   t.device.pack_bandwidth = r.number(d, "device", "pack_GBps", false, 0) * 1e9;
@@ -224,12 +226,20 @@ Topology parse_topology(const std::string& json_text, const std::string& source)
       r.fail("device.background_shares_cores", "true or false");
     t.device.background_shares_cores = d.at("background_shares_cores").get<bool>();
   }
+  if (d.contains("time_shared_cores")) {
+    const json& c = d.at("time_shared_cores");
+    if (!c.is_number_integer() || c.get<int64_t>() < 1 || c.get<int64_t>() > 65536)
+      r.fail("device.time_shared_cores", "an integer in 1..65536");
+    t.device.time_shared_cores = c.get<int>();
+  }
   if (d.contains("efficiency")) {
-    const json& e =
-        r.object(d.at("efficiency"), "device.efficiency", {"gemm", "attention", "memory"});
+    const json& e = r.object(d.at("efficiency"), "device.efficiency",
+                             {"gemm", "attention", "memory", "conv", "conv_fp32"});
     for (auto [key, field] : {std::pair{"gemm", &t.device.gemm_efficiency},
                               std::pair{"attention", &t.device.attention_efficiency},
-                              std::pair{"memory", &t.device.memory_efficiency}}) {
+                              std::pair{"memory", &t.device.memory_efficiency},
+                              std::pair{"conv", &t.device.conv_efficiency},
+                              std::pair{"conv_fp32", &t.device.conv_fp32_efficiency}}) {
       *field = r.number(e, "device.efficiency", key, false, *field);
       if (*field > 1) r.fail(std::string("device.efficiency.") + key, "a share of peak in (0, 1]");
     }
@@ -326,12 +336,15 @@ Topology parse_topology(const std::string& json_text, const std::string& source)
 std::string topology_to_json(const Topology& t) {
   json dev = {{"kind", t.device.kind},
               {"bf16_tflops", t.device.bf16_flops * 1e-12},
+              {"fp32_tflops", t.device.peak_flops(true) * 1e-12},
               {"memory_gib", t.device.memory_bytes / 1073741824.0},
               {"memory_GBps", t.device.memory_bandwidth * 1e-9},
               {"efficiency",
                {{"gemm", t.device.gemm_efficiency},
                 {"attention", t.device.attention_efficiency},
-                {"memory", t.device.memory_efficiency}}}};
+                {"memory", t.device.memory_efficiency},
+                {"conv", t.device.conv_share(false)},
+                {"conv_fp32", t.device.conv_share(true)}}}};
   if (!t.device.efficiency_by_rows.empty()) {
     json list = json::array();
     for (const auto& e : t.device.efficiency_by_rows)
@@ -341,6 +354,7 @@ std::string topology_to_json(const Topology& t) {
   }
   if (t.device.pack_bandwidth > 0) dev["pack_GBps"] = t.device.pack_bandwidth * 1e-9;
   if (t.device.background_shares_cores) dev["background_shares_cores"] = true;
+  if (t.device.time_shared_cores > 0) dev["time_shared_cores"] = t.device.time_shared_cores;
   json f;
   if (t.fabric == FabricKind::kTorus) {
     f = {{"kind", "torus"},

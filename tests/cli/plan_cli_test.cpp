@@ -41,6 +41,48 @@ TEST(PlanCli, WritesThePlanTheRankfileAndExplains) {
   EXPECT_EQ(json::parse(js.out)["weights"], "sharded");
 }
 
+// The whole generation: the phases around the loop in the text and the plan file, the family's
+// step count (Wan 2.1 I2V samples 40), the VAE's precision and tiles dealt to every rank.
+TEST(PlanCli, PricesTheWholeGeneration) {
+  const std::string m =
+      "plan --model wan2.1-i2v-14b --topology h100-nvswitch-x8 --size 1280x720 --json "
+      "--device-memory 1000 --devices 4 --mesh ulysses=4 --weights sharded ";
+  const auto bf16 = run_vidax(m);
+  ASSERT_EQ(bf16.code, 0) << bf16.out;
+  const json j = json::parse(bf16.out);
+  EXPECT_EQ(j["request"]["steps"], 40);
+  const json& ph = j["predicted"]["phases"];
+  EXPECT_GT(ph["text_s"].get<double>(), 0);
+  EXPECT_GT(ph["image_s"].get<double>(), 0);  // CLIP and the conditioning video's encode
+  EXPECT_GT(ph["decode_s"].get<double>(), 0);
+  EXPECT_EQ(ph["decode_ranks"], 1);
+  EXPECT_DOUBLE_EQ(ph["denoise_s"].get<double>(), 40 * j["predicted"]["step_s"].get<double>());
+  EXPECT_NEAR(ph["total_s"].get<double>(),
+              ph["text_s"].get<double>() + ph["image_s"].get<double>() +
+                  ph["denoise_s"].get<double>() + ph["decode_s"].get<double>(),
+              1e-9 * ph["total_s"].get<double>());
+  // The official VAE's f32: slower than bf16 on a GPU (half the peak).
+  const auto fp32 = run_vidax(m + "--vae-precision fp32");
+  ASSERT_EQ(fp32.code, 0) << fp32.out;
+  const json j32 = json::parse(fp32.out);
+  const json& ph32 = j32["predicted"]["phases"];
+  EXPECT_EQ(ph32["vae_precision"], "fp32");
+  EXPECT_GT(ph32["decode_s"].get<double>(), 1.5 * ph["decode_s"].get<double>());
+  // Tiles of 32 latent pixels (overlap 4) over 90 x 160: 4 x 6, dealt to the 4 ranks.
+  const auto tiled = run_vidax(m + "--vae-tile 32");
+  ASSERT_EQ(tiled.code, 0) << tiled.out;
+  const json jt = json::parse(tiled.out);
+  const json& pht = jt["predicted"]["phases"];
+  EXPECT_EQ(pht["decode_tiles"], 24);
+  EXPECT_EQ(pht["decode_ranks"], 4);
+  EXPECT_LT(pht["decode_s"].get<double>(), ph["decode_s"].get<double>());
+  const auto text = run_vidax(
+      "plan --model wan2.1-t2v-1.3b --topology h100-nvswitch-x8 --devices 2 --text-tokens 64");
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("generation: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(64 tokens)"), std::string::npos) << text.out;
+}
+
 TEST(PlanCli, BadInputIsOneLine) {
   TempDir dir;
   const std::string m = "plan --model wan2.1-t2v-14b --size 1280x720 ";
@@ -60,6 +102,11 @@ TEST(PlanCli, BadInputIsOneLine) {
   expect_one_line_error(m + "--topology tpu-v5e-2x4 --frames 80", "--frames");
   expect_one_line_error(m + "--topology tpu-v5e-2x4 --weights streamed", "--weights");
   expect_one_line_error(m + "--topology tpu-v5e-2x4 --attention-density 2", "--attention-density");
+  expect_one_line_error(m + "--topology tpu-v5e-2x4 --vae-tile -1", "--vae-tile");
+  expect_one_line_error(m + "--topology tpu-v5e-2x4 --text-tokens 513", "--text-tokens");
+  expect_one_line_error(m + "--topology tpu-v5e-2x4 --vae-precision fp16", "--vae-precision");
+  expect_one_line_error(m + "--topology tpu-v5e-2x4 --steps 0", "--steps");
+  expect_one_line_error(m + "--topology tpu-v5e-2x4 --image", "text-to-video model");
 }
 
 }  // namespace

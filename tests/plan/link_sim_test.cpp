@@ -343,6 +343,46 @@ TEST(Topology, EfficiencyByRowsInterpolatesAndRoundTrips) {
             std::string::npos);
 }
 
+// The f32 peak and the VAE convolutions' shares: defaults (half the bf16 peak, the GEMM share),
+// given, written back, and out of range.
+TEST(Topology, ConvolutionSharesAndTheF32PeakRoundTrip) {
+  const auto parse = [](const std::string& device_extra, const std::string& efficiency_extra) {
+    return parse_topology(
+        R"({"name":"g","device":{"kind":"g","bf16_tflops":100,"memory_gib":1,"memory_GBps":10,)" +
+            device_extra + R"("efficiency":{"gemm":0.5)" + efficiency_extra +
+            R"(}},"fabric":{"kind":"switch","nodes":1,"devices_per_node":2,)"
+            R"("intra":{"kind":"nvswitch","GBps":5}}})",
+        "conv.json");
+  };
+  const Topology plain = parse("", "");
+  EXPECT_DOUBLE_EQ(plain.device.peak_flops(true), 50e12);
+  EXPECT_DOUBLE_EQ(plain.device.conv_share(false), 0.5);
+  EXPECT_DOUBLE_EQ(plain.device.conv_share(true), 0.5);
+  const Topology given = parse(R"("fp32_tflops":30,)", R"(,"conv":0.25,"conv_fp32":0.75)");
+  EXPECT_DOUBLE_EQ(given.device.peak_flops(true), 30e12);
+  EXPECT_DOUBLE_EQ(given.device.peak_flops(false), 100e12);
+  EXPECT_DOUBLE_EQ(given.device.conv_share(false), 0.25);
+  EXPECT_DOUBLE_EQ(given.device.conv_share(true), 0.75);
+  const Topology again = parse_topology(topology_to_json(given), "again.json");
+  EXPECT_DOUBLE_EQ(again.device.peak_flops(true), 30e12);
+  EXPECT_DOUBLE_EQ(again.device.conv_share(false), 0.25);
+  EXPECT_DOUBLE_EQ(again.device.conv_share(true), 0.75);
+  const auto error_of = [&](const std::string& device_extra, const std::string& efficiency_extra) {
+    try {
+      parse(device_extra, efficiency_extra);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of("", R"(,"conv":1.5)").find("device.efficiency.conv: expected a share"),
+            std::string::npos);
+  EXPECT_NE(error_of("", R"(,"conv_fp32":0)").find("device.efficiency.conv_fp32"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"("fp32_tflops":"fast",)", "").find("device.fp32_tflops: expected a number"),
+            std::string::npos);
+}
+
 // Collectives measured on the machine: a fit per kind and group size (the nearest group's when
 // the size was not measured) and the waits table, read, checked, looked up, written back.
 TEST(Topology, CollectiveFitsAndWaitsAreLookedUpAndRoundTrip) {

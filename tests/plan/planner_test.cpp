@@ -12,6 +12,8 @@
 #include "models/wan/dit_config.h"
 #include "models/wan/dit_schedule.h"
 #include "models/wan/dit_tensors.h"
+#include "models/wan/t5_encoder.h"
+#include "models/wan/vae_schedule.h"
 #include "plan/placement.h"
 #include "plan/plan_file.h"
 #include "plan/planner.h"
@@ -300,6 +302,95 @@ TEST(PlanFile, RoundTripsAndChecksItsFields) {
   j.erase("vidax_plan");
   EXPECT_NE(error_of(j).find("vidax_plan"), std::string::npos);
   EXPECT_NE(error_of(nlohmann::json::array()).find("vidax_plan"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace vidax::plan
+
+namespace vidax::plan {
+namespace {
+
+// The phases around the loop on a device with round figures: umT5 at the GEMM share (twice on a
+// guided cfg=1 mesh, once per CFG rank, split over tp), the VAE convolutions at their own share of
+// the bf16 or f32 peak, tiles dealt to every rank, I2V's CLIP and encode, and the sum.
+TEST(Planner, PricesThePhasesAroundTheLoop) {
+  const Topology t = parse_topology(
+      R"({"name":"gpu-4","device":{"kind":"gpu","bf16_tflops":100,"fp32_tflops":40,)"
+      R"("memory_gib":1000,"memory_GBps":1000,"efficiency":{"gemm":0.5,"attention":0.5,)"
+      R"("memory":0.5,"conv":0.25,"conv_fp32":0.5}},"fabric":{"kind":"switch","nodes":1,)"
+      R"("devices_per_node":4,"intra":{"kind":"nvswitch","GBps":100}}})",
+      "gpu-4");
+  PlanRequest r = request("wan2.1-t2v-14b", 1280, 720, 81);
+  r.t5 = wan::t5_preset("umt5-xxl");
+  r.vae = wan::vae_preset("wan2.1-vae");
+  r.text_tokens = 100;
+  r.steps = 10;
+  const dist::MeshSpec one{1, 1, 1, 1}, cfg{2, 1, 1, 1}, tp{1, 1, 1, 2};
+  const double t5 = wan::T5Encoder::forward_flops(*r.t5, 100);
+  PhaseCost p = predict_phases(r, t, one, 2.0, 0.5);
+  EXPECT_NEAR(p.text, 2 * t5 / (100e12 * 0.5), 1e-12);
+  EXPECT_DOUBLE_EQ(p.denoise, 10 * 2.0 * 0.5);
+  EXPECT_EQ(p.image, 0);
+  EXPECT_NEAR(predict_phases(r, t, cfg, 2.0, 1).text, t5 / (100e12 * 0.5), 1e-12);
+  EXPECT_NEAR(predict_phases(r, t, tp, 2.0, 1).text, t5 / (100e12 * 0.5), 1e-12);
+  // A VAE schedule priced by hand: convolutions at `conv` FLOP/s, 1x1 convs and attention at
+  // `other`, the norms and copies at 500 GB/s.
+  const auto priced = [](const dist::Schedule& s, double conv, double other) {
+    double bytes = 0;
+    for (const auto& seg : s.segments)
+      for (const auto& op : seg.ops)
+        if (op.cls == dist::OpClass::kMemory) bytes += op.bytes * static_cast<double>(op.calls);
+    return s.flops(dist::OpClass::kConv) / conv +
+           (s.flops(dist::OpClass::kGemm) + s.flops(dist::OpClass::kAttention)) / other +
+           bytes / 500e9;
+  };
+  // bf16: convolutions at 25% of 100 TFLOP/s, the rest at 50%.
+  const double bf16_decode =
+      priced(wan::vae_decode_schedule(*r.vae, 81, 720, 1280, wan::Precision::kBF16), 25e12, 50e12);
+  EXPECT_NEAR(p.decode, bf16_decode, 1e-9 * bf16_decode);
+  EXPECT_EQ(p.decode_ranks, 1);
+  EXPECT_NEAR(p.total, p.text + p.denoise + p.decode, 1e-9);
+  // f32: convolutions at 50% of 40 TFLOP/s, the rest at the GEMM share of it.
+  r.vae_precision = wan::Precision::kFP32;
+  const double fp32_decode =
+      priced(wan::vae_decode_schedule(*r.vae, 81, 720, 1280, wan::Precision::kFP32), 20e12, 20e12);
+  EXPECT_NEAR(predict_phases(r, t, one, 2.0, 1).decode, fp32_decode, 1e-9 * fp32_decode);
+  r.vae_precision = wan::Precision::kBF16;
+  // Tiles of 48 latent pixels (overlap 6): 2 x 4 over 90 x 160; 4 ranks decode 2 each and send
+  // their decoded pixels to the 3 others at 100 GB/s.
+  r.vae_tile = 48;
+  const dist::MeshSpec four{1, 1, 4, 1};
+  const PhaseCost dealt = predict_phases(r, t, four, 2.0, 1);
+  EXPECT_EQ(dealt.decode_tiles, 8);
+  EXPECT_EQ(dealt.decode_ranks, 4);
+  const double tile_s =
+      priced(wan::vae_decode_schedule(*r.vae, 81, 384, 384, wan::Precision::kBF16), 25e12, 50e12);
+  const double sent = 2.0 * 384 * 384 * 81 * 3 * 4 * 3;
+  EXPECT_NEAR(dealt.decode, 2 * tile_s + sent / 100e9 + 21 * t.collective_latency,
+              1e-9 * dealt.decode);
+  // One rank decodes all 8 tiles itself.
+  EXPECT_NEAR(predict_phases(r, t, one, 2.0, 1).decode, 8 * tile_s, 1e-9 * tile_s);
+  r.vae_tile = 0;
+  // I2V: CLIP on the image plus the VAE encode of the 81-frame conditioning video.
+  PlanRequest i2v = request("wan2.1-i2v-14b", 1280, 720, 81);
+  i2v.vae = r.vae;
+  i2v.image = true;
+  const double encode = predict_phases(i2v, t, one, 2.0, 1).image;
+  i2v.clip = clip::clip_vision_preset("vit-h-14");
+  const double with_clip = predict_phases(i2v, t, one, 2.0, 1).image;
+  const double clip_s = with_clip - encode;
+  EXPECT_GT(clip_s, 0.3e12 / 50e12);  // ViT-H/14 at 257 tokens: ~0.3-0.4 TFLOP at 50 TFLOP/s
+  EXPECT_LT(clip_s, 0.5e12 / 50e12);
+  const double encode_s =
+      priced(wan::vae_encode_schedule(*r.vae, 81, 720, 1280, wan::Precision::kBF16), 25e12, 50e12);
+  EXPECT_NEAR(encode, encode_s, 1e-9 * encode_s);
+  // TI2V encodes its one image frame.
+  PlanRequest ti2v = request("wan2.2-ti2v-5b", 1280, 704, 121);
+  ti2v.vae = wan::vae_preset("wan2.2-vae");
+  ti2v.image = true;
+  const double frame_s = priced(
+      wan::vae_encode_schedule(*ti2v.vae, 1, 704, 1280, wan::Precision::kBF16), 25e12, 50e12);
+  EXPECT_NEAR(predict_phases(ti2v, t, one, 2.0, 1).image, frame_s, 1e-9 * frame_s);
 }
 
 }  // namespace

@@ -7,13 +7,18 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "apps/vidax/commands.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "models/clip/clip_checkpoint.h"
 #include "models/wan/dit_checkpoint.h"
 #include "models/wan/dit_config.h"
+#include "models/wan/t5_checkpoint.h"
+#include "models/wan/vae_checkpoint.h"
+#include "pipeline/model_defaults.h"
 #include "pipeline/model_files.h"
 #include "plan/local_topology.h"
 #include "plan/planner.h"
@@ -24,12 +29,13 @@ namespace {
 struct PlanArgs {
   std::string model, size = "832x480", topology, precision = "bf16", attention = "dense";
   std::string weights = "any", output, rankfile, comm, mesh, write_topology;
-  std::string accel = "none", sampler = "unipc";
-  int64_t frames = 81, steps = 50;
+  std::string accel = "none", sampler = "unipc", vae_precision;
+  int64_t frames = 81, text_tokens = 0, vae_tile = 0;
+  std::optional<int64_t> steps;  // default: the model family's
   int devices = 0;
   int64_t layers = 0;
   double density = 0, device_memory_gib = 0;
-  bool no_guidance = false, json = false, explain = false;
+  bool no_guidance = false, json = false, explain = false, image = false;
 };
 
 wan::DitConfig model_config(const std::string& model) {
@@ -55,6 +61,22 @@ wan::DitConfig model_config(const std::string& model) {
   if (std::filesystem::is_directory(model, ec)) dit = resolve_model_files(model, {}, false).dit;
   if (dit.empty()) throw_input_error("--model: no DiT checkpoint found in ", model);
   return wan::DitCheckpoint::open(dit).config();
+}
+
+// The text encoder, VAE and (image branch) CLIP the phases are priced with: a model folder's own
+// files where it has them, else the family's published models (umT5-XXL, the Wan 2.1 or 2.2
+// VAE, ViT-H/14).
+void phase_models(const std::string& model, plan::PlanRequest& r) {
+  r.t5 = wan::t5_preset("umt5-xxl");
+  r.vae = wan::vae_preset(r.config.kind == wan::DitKind::kTI2V ? "wan2.2-vae" : "wan2.1-vae");
+  if (r.config.image_branch()) r.clip = clip::clip_vision_preset("vit-h-14");
+  std::error_code ec;
+  if (!std::filesystem::is_directory(model, ec)) return;
+  const ModelFiles files = resolve_model_files(model, {}, false);
+  if (!files.t5.empty()) r.t5 = wan::T5Checkpoint::open(files.t5).config();
+  if (!files.vae.empty()) r.vae = wan::VaeCheckpoint::open(files.vae).config();
+  if (!files.clip.empty() && r.config.image_branch())
+    r.clip = clip::ClipCheckpoint::open(files.clip).config();
 }
 
 // The attention policy's share of the dense FLOPs: --attention-density, else its density=
@@ -90,8 +112,7 @@ void run_plan(const PlanArgs& a) {
   r.width = w;
   r.height = h;
   r.frames = a.frames;
-  if (a.steps < 1) throw_input_error("--steps: expected >= 1");
-  r.steps = a.steps;
+  if (a.steps && *a.steps < 1) throw_input_error("--steps: expected >= 1, got ", *a.steps);
   r.guided = !a.no_guidance;
   r.precision = wan::parse_precision(a.precision, "--precision");
   r.attention = a.attention;
@@ -114,6 +135,20 @@ void run_plan(const PlanArgs& a) {
     r.vae_stride_hw = 16;
     r.z_dim = 48;
   }
+  phase_models(a.model, r);
+  // The family's own step count (Wan 2.1 I2V and the Wan 2.2 A14B experts sample 40) unless given.
+  r.steps = a.steps ? *a.steps : model_defaults(r.config, *r.vae, false).steps;
+  if (a.text_tokens < 0 || a.text_tokens > r.t5->text_len)
+    throw_input_error("--text-tokens: expected 1..", r.t5->text_len, ", got ", a.text_tokens);
+  r.text_tokens = a.text_tokens > 0 ? a.text_tokens : r.t5->text_len;
+  r.vae_precision = a.vae_precision.empty()
+                        ? r.precision
+                        : wan::parse_precision(a.vae_precision, "--vae-precision");
+  if (a.vae_tile < 0) throw_input_error("--vae-tile: expected >= 0, got ", a.vae_tile);
+  r.vae_tile = a.vae_tile;
+  if (a.image && r.config.kind == wan::DitKind::kT2V)
+    throw_input_error("--image: ", a.model, " is a text-to-video model (no image conditioning)");
+  r.image = r.config.kind == wan::DitKind::kI2V || a.image;
   plan::Topology topo;
   if (a.topology == "local" || a.topology == "cpu:local" || a.topology == "builtin:cpu:local") {
     if (a.devices < 1) throw_input_error("--devices: the local topology needs the process count");
@@ -123,6 +158,10 @@ void run_plan(const PlanArgs& a) {
     cal.precision = r.precision;
     const int64_t tokens = plan::plan_geometry(r).tokens;
     cal.tokens = tokens;
+    cal.width = r.width;
+    cal.height = r.height;
+    cal.vae = r.vae;
+    cal.vae_precision = r.vae_precision;
     // A rank's rows under each sequence split (ring x ulysses divides the process count): the
     // block is timed at each, the finest split's rows being the topology's own shares.
     cal.rows = (tokens + a.devices - 1) / a.devices;
@@ -170,7 +209,7 @@ void register_plan(CLI::App& app) {
                   "plan for this many blocks of the model's size (as bench dit --layers)");
   cmd->add_option("--frames", a->frames, "video frames, 4k+1 (default 81)");
   cmd->add_option("--size", a->size, "WIDTHxHEIGHT (default 832x480)");
-  cmd->add_option("--steps", a->steps, "denoising steps (default 50)");
+  cmd->add_option("--steps", a->steps, "denoising steps (default: the model family's, 50 or 40)");
   cmd->add_option("--devices", a->devices,
                   "devices (processes) to use; default all of the topology; required for local");
   cmd->add_option("--precision", a->precision, "bf16 (default) | fp32");
@@ -183,6 +222,18 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--sampler", a->sampler, "unipc (default) | dpm++ | euler (for --accel hsa)");
   cmd->add_flag("--no-guidance", a->no_guidance, "no classifier-free guidance (one forward/step)");
   cmd->add_option("--weights", a->weights, "resident | sharded | any (default: any)");
+  cmd->add_option("--text-tokens", a->text_tokens,
+                  "tokens of the longest prompt, for the text phase (default: the encoder's 512, "
+                  "to which the official code pads every prompt)");
+  cmd->add_option("--vae-precision", a->vae_precision,
+                  "bf16 | fp32 for the VAE phases (default: as --precision; the official VAE "
+                  "runs in fp32)");
+  cmd->add_option("--vae-tile", a->vae_tile,
+                  "as generate --vae-tile: decode in tiles dealt to every rank (default: untiled, "
+                  "rank 0 alone)");
+  cmd->add_flag("--image", a->image,
+                "TI2V: the request conditions on an image (its VAE encode is priced; I2V models "
+                "always are)");
   cmd->add_option("--mesh", a->mesh,
                   "predict this mesh only (cfg=C,ring=R,ulysses=U,tp=T) instead of searching");
   cmd->add_option("--comm", a->comm,
