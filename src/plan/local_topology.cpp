@@ -237,7 +237,14 @@ double block_seconds(const wan::DitConfig& c, int64_t rows, wan::Precision preci
     const auto build = [&](std::unique_ptr<wan::WanDit>& model, wan::DitSample& s) {
       model = std::make_unique<wan::WanDit>(cut, wan::random_dit_weights(cut, DType::kBF16, 7),
                                             precision);
-      s.x = ramp(Shape{c.in_dim, c.patch[0], h * c.patch[1], w * c.patch[2]});
+      const Shape grid{c.patch[0], h * c.patch[1], w * c.patch[2]};
+      if (c.kind == wan::DitKind::kI2V) {  // the noisy latent, then the image conditioning
+        s.x = ramp(Shape{c.out_dim, grid[0], grid[1], grid[2]});
+        s.y = ramp(Shape{c.in_dim - c.out_dim, grid[0], grid[1], grid[2]});
+        if (c.image_branch()) s.clip_fea = ramp(Shape{1, 257, c.clip_dim});
+      } else {
+        s.x = ramp(Shape{c.in_dim, grid[0], grid[1], grid[2]});
+      }
       s.context = ramp(Shape{c.text_len, c.text_dim});
       s.t = Tensor::from_floats(std::vector<float>{500.0f}, Shape{1});
       model->forward(s);
