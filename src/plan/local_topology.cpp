@@ -113,10 +113,12 @@ double attention_rate(const wan::DitConfig& c, int64_t tokens, bool bf16) {
 // oneDNN bf16 convolution): 96 channels at the frame's `height` x `width` and 192 at half of it
 // (the last two decoder stages, where nearly all of its FLOPs are).
 double conv_rate(DType compute, int64_t height, int64_t width) {
+  struct Shape3 {
+    int64_t channels, h, w;
+  };
   double flops = 0, seconds = 0;
-  for (const auto& [c, h, w] :
-       {std::tuple<int64_t, int64_t, int64_t>{96, height, width},
-        std::tuple<int64_t, int64_t, int64_t>{192, height / 2, width / 2}}) {
+  for (const Shape3 sh : {Shape3{96, height, width}, Shape3{192, height / 2, width / 2}}) {
+    const int64_t c = sh.channels, h = sh.h, w = sh.w;
     Conv3dParams p;
     p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
     const Conv3d conv(ramp(Shape{c, c, 3, 3, 3}), Tensor(), p, compute);
