@@ -81,6 +81,20 @@ TEST(PlanCli, PricesTheWholeGeneration) {
   ASSERT_EQ(text.code, 0) << text.out;
   EXPECT_NE(text.out.find("generation: "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("(64 tokens)"), std::string::npos) << text.out;
+  // A folder of two experts (Wan 2.2 A14B) samples 40 steps; its own VAE prices the decode.
+  TempDir dir;
+  const std::string folder = dir.file("experts");
+  ASSERT_EQ(run_vidax("random-model " + folder + " --experts --tokenizer " +
+                      std::string(VIDAX_SOURCE_DIR) + "/tests/data/tokenizer/spiece.model")
+                .code,
+            0);
+  const auto experts = run_vidax("plan --model " + folder +
+                                 " --topology h100-nvswitch-x8 --devices 1 --size 64x64 "
+                                 "--frames 5 --json");
+  ASSERT_EQ(experts.code, 0) << experts.out;
+  const json je = json::parse(experts.out);
+  EXPECT_EQ(je["request"]["steps"], 40);
+  EXPECT_GT(je["predicted"]["phases"]["decode_s"].get<double>(), 0);
 }
 
 TEST(PlanCli, BadInputIsOneLine) {

@@ -65,18 +65,19 @@ wan::DitConfig model_config(const std::string& model) {
 
 // The text encoder, VAE and (image branch) CLIP the phases are priced with: a model folder's own
 // files where it has them, else the family's published models (umT5-XXL, the Wan 2.1 or 2.2
-// VAE, ViT-H/14).
-void phase_models(const std::string& model, plan::PlanRequest& r) {
+// VAE, ViT-H/14). Returns whether the folder holds two DiT experts (Wan 2.2 A14B).
+bool phase_models(const std::string& model, plan::PlanRequest& r) {
   r.t5 = wan::t5_preset("umt5-xxl");
   r.vae = wan::vae_preset(r.config.kind == wan::DitKind::kTI2V ? "wan2.2-vae" : "wan2.1-vae");
   if (r.config.image_branch()) r.clip = clip::clip_vision_preset("vit-h-14");
   std::error_code ec;
-  if (!std::filesystem::is_directory(model, ec)) return;
+  if (!std::filesystem::is_directory(model, ec)) return false;
   const ModelFiles files = resolve_model_files(model, {}, false);
   if (!files.t5.empty()) r.t5 = wan::T5Checkpoint::open(files.t5).config();
   if (!files.vae.empty()) r.vae = wan::VaeCheckpoint::open(files.vae).config();
   if (!files.clip.empty() && r.config.image_branch())
     r.clip = clip::ClipCheckpoint::open(files.clip).config();
+  return !files.dit_low.empty();
 }
 
 // The attention policy's share of the dense FLOPs: --attention-density, else its density=
@@ -135,9 +136,9 @@ void run_plan(const PlanArgs& a) {
     r.vae_stride_hw = 16;
     r.z_dim = 48;
   }
-  phase_models(a.model, r);
+  const bool two_experts = phase_models(a.model, r);
   // The family's own step count (Wan 2.1 I2V and the Wan 2.2 A14B experts sample 40) unless given.
-  r.steps = a.steps ? *a.steps : model_defaults(r.config, *r.vae, false).steps;
+  r.steps = a.steps ? *a.steps : model_defaults(r.config, *r.vae, two_experts).steps;
   if (a.text_tokens < 0 || a.text_tokens > r.t5->text_len)
     throw_input_error("--text-tokens: expected 1..", r.t5->text_len, ", got ", a.text_tokens);
   r.text_tokens = a.text_tokens > 0 ? a.text_tokens : r.t5->text_len;
