@@ -118,6 +118,14 @@ double Schedule::flops(OpClass cls) const {
   return f;
 }
 
+double Schedule::memory_bytes() const {
+  double b = 0;
+  for (const auto& s : segments)
+    for (const auto& op : s.ops)
+      if (op.cls == OpClass::kMemory) b += static_cast<double>(s.repeat * op.calls) * op.bytes;
+  return b;
+}
+
 double Schedule::total_flops() const {
   return flops(OpClass::kGemm) + flops(OpClass::kAttention) + flops(OpClass::kConv) +
          flops(OpClass::kMemory);

@@ -70,6 +70,8 @@ struct Schedule {
   // FLOPs of the compute ops of `cls`; total_flops: of every class.
   double flops(OpClass cls) const;
   double total_flops() const;
+  // Bytes read and written by the memory-bound ops (kMemory), calls and repeats included.
+  double memory_bytes() const;
 };
 
 // Bytes one rank sends for one call of a collective whose argument is `bytes` on a group of

@@ -507,13 +507,9 @@ Topology local_topology(const LocalCalibration& cal) {
       const dist::Schedule s =
           wan::vae_decode_schedule(*cal.vae, 1 + (latent_frames - 1) * cal.vae->temporal_stride(),
                                    vh, vw, cal.vae_precision);
-      double bytes = 0;
-      for (const auto& seg : s.segments)
-        for (const auto& op : seg.ops)
-          if (op.cls == dist::OpClass::kMemory) bytes += op.bytes * static_cast<double>(op.calls);
       return s.flops(dist::OpClass::kConv) / (v32 ? conv_f32 : conv_bf16) +
              s.flops(dist::OpClass::kGemm) / own.gemm + s.flops(dist::OpClass::kAttention) / attn +
-             bytes / mem;
+             s.memory_bytes() / mem;
     };
     vae_slow = std::max(0.1, vae_frame / (price(3) - price(2)));
     vae_note =

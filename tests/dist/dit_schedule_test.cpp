@@ -161,3 +161,26 @@ TEST(DitSchedule, StepCountsForwardsAndSplitsTheWork) {
 
 }  // namespace
 }  // namespace vidax::dist
+
+namespace vidax::dist {
+namespace {
+
+// The schedule's totals count every call and every repeat of a segment, by class.
+TEST(Schedule, TotalsCountCallsAndRepeatsByClass) {
+  Schedule s;
+  ScheduledOp gemm{"gemm", OpClass::kGemm, 10};
+  gemm.calls = 3;
+  ScheduledOp conv{"conv", OpClass::kConv, 7};
+  ScheduledOp norm{"norm", OpClass::kMemory};
+  norm.bytes = 5;
+  norm.calls = 2;
+  s.segments.push_back({"block", 4, {gemm, conv, norm}});
+  s.segments.push_back({"head", 1, {norm}});
+  EXPECT_DOUBLE_EQ(s.flops(OpClass::kGemm), 4 * 3 * 10.0);
+  EXPECT_DOUBLE_EQ(s.flops(OpClass::kConv), 4 * 7.0);
+  EXPECT_DOUBLE_EQ(s.total_flops(), 4 * 3 * 10.0 + 4 * 7.0);
+  EXPECT_DOUBLE_EQ(s.memory_bytes(), 4 * 2 * 5.0 + 2 * 5.0);
+}
+
+}  // namespace
+}  // namespace vidax::dist

@@ -336,13 +336,9 @@ TEST(Planner, PricesThePhasesAroundTheLoop) {
   // A VAE schedule priced by hand: convolutions at `conv` FLOP/s, 1x1 convs and attention at
   // `other`, the norms and copies at 500 GB/s.
   const auto priced = [](const dist::Schedule& s, double conv, double other) {
-    double bytes = 0;
-    for (const auto& seg : s.segments)
-      for (const auto& op : seg.ops)
-        if (op.cls == dist::OpClass::kMemory) bytes += op.bytes * static_cast<double>(op.calls);
     return s.flops(dist::OpClass::kConv) / conv +
            (s.flops(dist::OpClass::kGemm) + s.flops(dist::OpClass::kAttention)) / other +
-           bytes / 500e9;
+           s.memory_bytes() / 500e9;
   };
   // bf16: convolutions at 25% of 100 TFLOP/s, the rest at 50%.
   const double bf16_decode =

@@ -61,6 +61,18 @@ class Level {
     conv("attention.proj", 1, c, c, frames_, px_);
     memory("attention.residual", 12.0, c);
   }
+  // The middle block: residual block, attention, residual block, all `c` channels wide.
+  void middle(int64_t c) {
+    res_block(c, c);
+    attention(c);
+    res_block(c, c);
+  }
+  // An input or head conv (causal 3x3x3) behind what makes its input: a dtype conversion or a
+  // norm (+ SiLU), `cin` -> `cout` over the level's frames.
+  void staged_conv(const std::string& staging, int64_t cin, int64_t cout) {
+    memory(staging, 4.0 + item_, cin);
+    conv("conv", 27, cin, cout, frames_, px_);
+  }
   int64_t frames() const { return frames_; }
   double pixels() const { return px_; }
   double item() const { return item_; }
@@ -95,15 +107,12 @@ dist::Schedule vae_decode_schedule(const VaeConfig& c, int64_t frames, int64_t h
   dist::Schedule s;
   {
     Level l("decoder.conv_in", nf, px, item);
-    l.memory("convert", 4.0 + item, c.z_dim);
-    l.conv("conv", 27, c.z_dim, a.dec_top, nf, static_cast<double>(px));
+    l.staged_conv("convert", c.z_dim, a.dec_top);
     s.segments.push_back(l.take());
   }
   {
     Level l("decoder.middle", nf, px, item);
-    l.res_block(a.dec_top, a.dec_top);
-    l.attention(a.dec_top);
-    l.res_block(a.dec_top, a.dec_top);
+    l.middle(a.dec_top);
     s.segments.push_back(l.take());
   }
   for (size_t i = 0; i < a.decoder.size(); ++i) {
@@ -132,8 +141,7 @@ dist::Schedule vae_decode_schedule(const VaeConfig& c, int64_t frames, int64_t h
   }
   {
     Level l("decoder.head", nf, px, item);
-    l.memory("norm", 4.0 + item, a.dec_out);
-    l.conv("conv", 27, a.dec_out, c.io_channels(), nf, static_cast<double>(px));
+    l.staged_conv("norm", a.dec_out, c.io_channels());
     s.segments.push_back(l.take());
   }
   return s;
@@ -150,8 +158,7 @@ dist::Schedule vae_encode_schedule(const VaeConfig& c, int64_t frames, int64_t h
   dist::Schedule s;
   {
     Level l("encoder.conv_in", nf, px, item);
-    l.memory("convert", 4.0 + item, c.io_channels());
-    l.conv("conv", 27, c.io_channels(), c.dim, nf, static_cast<double>(px));
+    l.staged_conv("convert", c.io_channels(), c.dim);
     s.segments.push_back(l.take());
   }
   for (size_t i = 0; i < a.encoder.size(); ++i) {
@@ -180,15 +187,12 @@ dist::Schedule vae_encode_schedule(const VaeConfig& c, int64_t frames, int64_t h
   }
   {
     Level l("encoder.middle", nf, px, item);
-    l.res_block(a.enc_top, a.enc_top);
-    l.attention(a.enc_top);
-    l.res_block(a.enc_top, a.enc_top);
+    l.middle(a.enc_top);
     s.segments.push_back(l.take());
   }
   {
     Level l("encoder.head", nf, px, item);
-    l.memory("norm", 4.0 + item, a.enc_top);
-    l.conv("conv", 27, a.enc_top, 2 * c.z_dim, nf, static_cast<double>(px));
+    l.staged_conv("norm", a.enc_top, 2 * c.z_dim);
     s.segments.push_back(l.take());
   }
   return s;
