@@ -499,6 +499,9 @@ TEST(MeshCli, BenchCommReportsEveryCollectiveOfTheMesh) {
   EXPECT_FALSE(t["collective_waits"].empty()) << t.dump();
   const auto plan = nlohmann::json::parse(p.out.substr(p.out.find('{')));
   EXPECT_TRUE(plan["predicted"].contains("waits_s")) << p.out;
+  // The phases priced with the folder's own VAE, its convolutions and a real decode timed.
+  EXPECT_GT(plan["predicted"]["phases"]["decode_s"].get<double>(), 0) << p.out;
+  EXPECT_GT(t["device"]["efficiency"]["conv_fp32"].get<double>(), 0) << t.dump();
   // A malformed comm file is one line naming the flag.
   std::ofstream(comm) << R"({"alpha_beta":{"all_to_all":{"latency_seconds":1e-5,)"
                          R"("gbytes_per_second":1}},"collective_waits":[{"group":2}]})";
@@ -510,6 +513,14 @@ TEST(MeshCli, BenchCommReportsEveryCollectiveOfTheMesh) {
   EXPECT_NE(bad.out.find("--comm: expected the JSON of `vidax bench comm --json`"),
             std::string::npos)
       << bad.out;
+  // A measurement of no time is refused, not taken as the default.
+  const Result zero = run_mpi(2,
+                              "bench comm --mesh ulysses=2 --frames 1 --size 64x64 "
+                              "--waits-point-seconds 0");
+  EXPECT_NE(zero.code, 0);
+  EXPECT_NE(zero.out.find("--waits-point-seconds: expected a number in (0, 60], got 0"),
+            std::string::npos)
+      << zero.out;
 }
 
 // ---- Failures: a one-line error, non-zero exit of the job, no output file.

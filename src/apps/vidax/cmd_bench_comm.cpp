@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -26,7 +27,7 @@ struct CommArgs {
   CollectiveWaitOptions wait_options;
   std::vector<double> waits_compute_ms = {1, 4, 16, 64, 256};
   double loaded_compute_ms = 16;
-  double point_seconds = 0;  // 0: each measurement's default
+  std::optional<double> point_seconds;  // unset: each measurement's default
   MeshArgs mesh;
 };
 
@@ -101,8 +102,9 @@ void bench_comm(const CommArgs& a) {
     throw_job_input_error("--frames/--size: expected 4k+1 frames and multiples of 16");
   if (a.iters < 1) throw_job_input_error("--iters: expected >= 1");
   if (a.wait_options.rounds < 1) throw_job_input_error("--waits-rounds: expected >= 1");
-  if (a.point_seconds < 0 || a.point_seconds > 60)
-    throw_job_input_error("--waits-point-seconds: expected a number in (0, 60]");
+  if (a.point_seconds && !(*a.point_seconds > 0 && *a.point_seconds <= 60))
+    throw_job_input_error("--waits-point-seconds: expected a number in (0, 60], got ",
+                          *a.point_seconds);
   if (!(a.loaded_compute_ms > 0) || a.loaded_compute_ms > 10000)
     throw_job_input_error("--loaded-compute-ms: expected a number in (0, 10000]");
   double previous_ms = 0;
@@ -157,7 +159,7 @@ void bench_comm(const CommArgs& a) {
     LoadedOptions lo;
     lo.compute_seconds = a.loaded_compute_ms * 1e-3;
     lo.rounds = wo.rounds;
-    if (a.point_seconds > 0) wo.seconds_per_point = lo.seconds_per_point = a.point_seconds;
+    if (a.point_seconds) wo.seconds_per_point = lo.seconds_per_point = *a.point_seconds;
     waits = measure_collective_waits(world, wo);
     loaded = measure_loaded_collectives(world, lo);
   }
