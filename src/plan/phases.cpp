@@ -79,7 +79,9 @@ PhaseCost predict_phases(const PlanRequest& r, const Topology& topo, const dist:
         topo.device, wan::vae_decode_schedule(*r.vae, r.frames, th * ss, tw * ss, r.vae_precision),
         vae_fp32);
     const int64_t own = (p.decode_tiles + p.decode_ranks - 1) / p.decode_ranks;
-    p.decode = static_cast<double>(own) * tile_seconds / alone(p.decode_ranks);
+    // Only the ranks that got a tile decode (fewer than the ranks when the tiles are few).
+    p.decode = static_cast<double>(own) * tile_seconds /
+               alone(static_cast<int>(std::min<int64_t>(p.decode_tiles, p.decode_ranks)));
     if (p.decode_ranks > 1) {
       // Every latent frame's decoded tiles (3 f32 channels) go to every other rank.
       const double sent = static_cast<double>(own * th * tw * ss * ss * r.frames) * 3.0 * 4.0 *

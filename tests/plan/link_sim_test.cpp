@@ -381,6 +381,17 @@ TEST(Topology, ConvolutionSharesAndTheF32PeakRoundTrip) {
             std::string::npos);
   EXPECT_NE(error_of(R"("fp32_tflops":"fast",)", "").find("device.fp32_tflops: expected a number"),
             std::string::npos);
+  EXPECT_NE(error_of(R"("time_shared_cores":0,)", "").find("device.time_shared_cores"),
+            std::string::npos);
+  // Processes time-sharing 2 cores: while `active` of them compute, each gets up to a core.
+  const Topology shared = parse(R"("time_shared_cores":2,)", "");
+  EXPECT_DOUBLE_EQ(shared.device.alone_speedup(1, 4), 2.0);  // rank 0 alone: a core, not half
+  EXPECT_DOUBLE_EQ(shared.device.alone_speedup(2, 4), 2.0);
+  EXPECT_DOUBLE_EQ(shared.device.alone_speedup(4, 4), 1.0);
+  EXPECT_DOUBLE_EQ(shared.device.alone_speedup(6, 8), 2.0 * 8 / (6 * 2));
+  EXPECT_DOUBLE_EQ(shared.device.alone_speedup(1, 2), 1.0);  // no more processes than cores
+  EXPECT_DOUBLE_EQ(plain.device.alone_speedup(1, 4), 1.0);
+  EXPECT_EQ(parse_topology(topology_to_json(shared), "again").device.time_shared_cores, 2);
 }
 
 // Collectives measured on the machine: a fit per kind and group size (the nearest group's when
