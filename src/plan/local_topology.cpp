@@ -58,6 +58,24 @@ Tensor ramp(const Shape& shape) {
   return Tensor::from_floats(v, shape);
 }
 
+// An activation of `n` small values in the aligned buffers the models use, in f32 and in bf16;
+// `data(compute)` is the one a kernel computing in `compute` reads.
+class RampInput {
+ public:
+  explicit RampInput(size_t n) : f32_(n), bf16_(n) {
+    for (size_t i = 0; i < n; ++i) f32_.data()[i] = 0.01f * static_cast<float>(i % 7);
+    convert_floats_serial(f32_.data(), DType::kF32, bf16_.data(), DType::kBF16, n);
+  }
+  const void* data(DType compute) const {
+    return compute == DType::kBF16 ? static_cast<const void*>(bf16_.data())
+                                   : static_cast<const void*>(f32_.data());
+  }
+
+ private:
+  Buffer<float> f32_;
+  Buffer<BFloat16> bf16_;
+};
+
 // FLOP/s of the DiT block's big GEMM shapes (q|k|v, FFN in with its GELU, FFN out) over `rows`
 // rows, with the aligned buffers the model uses.
 double gemm_rate(const wan::DitConfig& c, int64_t rows, DType compute) {
@@ -70,14 +88,9 @@ double gemm_rate(const wan::DitConfig& c, int64_t rows, DType compute) {
     std::vector<PackedLinear> lins;
     lins.reserve(4);
     for (int i = 0; i < 4; ++i) lins.emplace_back(ramp(w), Tensor(), compute, epilogue);
-    const auto n = static_cast<size_t>(rows * w[1]);
-    Buffer<float> x32(n);
-    Buffer<BFloat16> x16(n);
-    for (size_t i = 0; i < n; ++i) x32.data()[i] = 0.01f * static_cast<float>(i % 7);
-    convert_floats_serial(x32.data(), DType::kF32, x16.data(), DType::kBF16, n);
+    const RampInput input(static_cast<size_t>(rows * w[1]));
+    const void* x = input.data(compute);
     Buffer<float> y(static_cast<size_t>(rows * w[0]));
-    const void* x = compute == DType::kBF16 ? static_cast<const void*>(x16.data())
-                                            : static_cast<const void*>(x32.data());
     size_t turn = 0;
     seconds += median_seconds(3, [&] { lins[turn++ % lins.size()].forward(x, rows, y.data()); });
     flops += 2.0 * static_cast<double>(rows * w[0] * w[1]);
@@ -122,13 +135,8 @@ double conv_rate(DType compute, int64_t height, int64_t width) {
     Conv3dParams p;
     p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
     const Conv3d conv(ramp(Shape{c, c, 3, 3, 3}), Tensor(), p, compute);
-    const auto n = static_cast<size_t>(3 * h * w * c);
-    Buffer<float> x32(n);
-    Buffer<BFloat16> x16(n);
-    for (size_t i = 0; i < n; ++i) x32.data()[i] = 0.01f * static_cast<float>(i % 7);
-    convert_floats_serial(x32.data(), DType::kF32, x16.data(), DType::kBF16, n);
-    const void* x = compute == DType::kBF16 ? static_cast<const void*>(x16.data())
-                                            : static_cast<const void*>(x32.data());
+    const RampInput input(static_cast<size_t>(3 * h * w * c));  // two carried frames + one new
+    const void* x = input.data(compute);
     Buffer<float> y(static_cast<size_t>(h * w * c));
     seconds += median_seconds(3, [&] { conv.forward(x, 3, h, w, y.data()); });
     flops += 2.0 * 27.0 * static_cast<double>(c * c * h * w);

@@ -28,12 +28,6 @@ double clip_flops(const clip::ClipVisionConfig& c) {
   return 2.0 * n * patch * d + static_cast<double>(c.num_layers - 1) * block;
 }
 
-dist::Schedule gemm_schedule(const char* name, double flops) {
-  dist::Schedule s;
-  s.segments.push_back({name, 1, {{name, dist::OpClass::kGemm, flops}}});
-  return s;
-}
-
 }  // namespace
 
 PhaseCost predict_phases(const PlanRequest& r, const Topology& topo, const dist::MeshSpec& mesh,
@@ -50,14 +44,14 @@ PhaseCost predict_phases(const PlanRequest& r, const Topology& topo, const dist:
     const double encodes = r.guided && mesh.cfg == 1 ? 2.0 : 1.0;
     const double flops = wan::T5Encoder::forward_flops(*r.t5, r.text_tokens) * encodes /
                          static_cast<double>(mesh.tp);
-    p.text =
-        compute_seconds(topo.device.at_rows(r.text_tokens), gemm_schedule("umt5", flops), fp32) /
-        alone(mesh.cfg * mesh.tp);
+    p.text = op_seconds(topo.device.at_rows(r.text_tokens), {"umt5", dist::OpClass::kGemm, flops},
+                        fp32) /
+             alone(mesh.cfg * mesh.tp);
   }
   if (r.image) {
     if (r.clip)
-      p.image += compute_seconds(topo.device.at_rows(r.clip->tokens()),
-                                 gemm_schedule("clip", clip_flops(*r.clip)), fp32);
+      p.image += op_seconds(topo.device.at_rows(r.clip->tokens()),
+                            {"clip", dist::OpClass::kGemm, clip_flops(*r.clip)}, fp32);
     if (r.vae) {
       // I2V encodes the whole conditioning video (the image, then zeros); TI2V the image alone.
       const int64_t frames = r.config.kind == wan::DitKind::kI2V ? r.frames : 1;

@@ -132,11 +132,11 @@ void run_plan(const PlanArgs& a) {
   if (a.devices < 0) throw_input_error("--devices: expected a positive count");
   r.devices = a.devices;
   if (!a.mesh.empty()) r.only_mesh = dist::parse_mesh_spec(a.mesh, "--mesh");
-  if (r.config.kind == wan::DitKind::kTI2V) {  // Wan 2.2's VAE: 16x spatial, 48 channels
-    r.vae_stride_hw = 16;
-    r.z_dim = 48;
-  }
   const bool two_experts = phase_models(a.model, r);
+  // The latent geometry from the VAE the phases use (Wan 2.2's: 16x spatial, 48 channels).
+  r.vae_stride_t = r.vae->temporal_stride();
+  r.vae_stride_hw = r.vae->spatial_stride();
+  r.z_dim = r.vae->z_dim;
   // The family's own step count (Wan 2.1 I2V and the Wan 2.2 A14B experts sample 40) unless given.
   r.steps = a.steps ? *a.steps : model_defaults(r.config, *r.vae, two_experts).steps;
   if (a.text_tokens < 0 || a.text_tokens > r.t5->text_len)
