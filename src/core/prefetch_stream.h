@@ -34,7 +34,8 @@
 namespace vidax {
 
 struct PrefetchStats {
-  int64_t loads = 0;        // items loaded (pinned ones included)
+  int64_t loads = 0;        // items loaded (pinned ones included; read-ahead, used or not)
+  int64_t uses = 0;         // acquire() calls of streamed items: set by the caller, not timing
   double load_seconds = 0;  // time spent in the load function
   double wait_seconds = 0;  // time acquire() waited for a load
 };
@@ -90,6 +91,7 @@ class PrefetchStream {
     VIDAX_CHECK(i >= 0 && i < n_, "PrefetchStream::acquire(", i, ") of ", n_);
     if (i < pinned_) return *items_[static_cast<size_t>(i)];
     std::unique_lock<std::mutex> lock(mu_);
+    stats_.uses++;
     // Wait for the loader only when i is loading, or next and there is room in the window for
     // it (the window may be full of items loaded ahead that this caller skips).
     const bool coming = (loading_ == i && generation_ == load_generation_) ||

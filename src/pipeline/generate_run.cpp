@@ -345,6 +345,7 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
                              on_step, o.ctx, conditioning);
         r.weight_stream = dit->weight_stream_stats();
         r.weight_stream.loads -= before.loads;
+        r.weight_stream.uses -= before.uses;
         r.weight_stream.load_seconds -= before.load_seconds;
         r.weight_stream.wait_seconds -= before.wait_seconds;
       }
@@ -499,6 +500,7 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
           {"streamed_blocks", r.weight_stream.streamed_blocks},
           {"window", r.weight_stream.window},
           {"loads", r.weight_stream.loads},
+          {"uses", r.weight_stream.uses},
           {"load_seconds", r.weight_stream.load_seconds},
           {"wait_seconds", r.weight_stream.wait_seconds}}},
         {"plan", plan.to_json()},

@@ -73,6 +73,7 @@ TEST(Cli, RunDitWithAWeightsBudgetIsBitwiseTheResidentRun) {
   EXPECT_EQ(j["weight_stream"]["streamed_blocks"], 2) << b.out;
   // 2 per forward; the loader may be one block ahead at either end of the timed forwards.
   EXPECT_NEAR(j["weight_stream"]["loads_per_unit"].get<double>(), 2.0, 0.5) << b.out;
+  EXPECT_EQ(j["weight_stream"]["uses_per_unit"].get<double>(), 2.0) << b.out;
   EXPECT_LE(j["weight_bytes"].get<double>(), 7.0 * (1 << 20)) << b.out;
 }
 

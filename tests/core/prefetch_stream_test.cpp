@@ -62,6 +62,7 @@ TEST(PrefetchStream, CyclicUseStaysWithinTheWindow) {
             }
           }
           loads_seen_in_use = s.stats().loads;
+          EXPECT_EQ(s.stats().uses, kPasses * (kItems - pinned)) << where;
         }
         int64_t total = 0;
         for (int i = 0; i < kItems; ++i) {

@@ -75,6 +75,7 @@ TEST(WanDitStreaming, EveryBudgetGivesTheResidentResultBitForBit) {
         const int64_t loads = streamed.weight_stream_stats().loads;
         EXPECT_GE(loads, 3 * st.streamed_blocks) << blocks;
         EXPECT_LE(loads, 3 * st.streamed_blocks + st.window) << blocks;
+        EXPECT_EQ(streamed.weight_stream_stats().uses, 3 * st.streamed_blocks) << blocks;
       }
     }
   }

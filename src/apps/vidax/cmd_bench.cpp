@@ -248,6 +248,7 @@ void bench_dit(const BenchArgs& a) {
         {"streamed_blocks", st.streamed_blocks},
         {"window", st.window},
         {"loads_per_unit", static_cast<double>(st.loads - stream_before.loads) / n},
+        {"uses_per_unit", static_cast<double>(st.uses - stream_before.uses) / n},
         {"load_seconds_per_unit", (st.load_seconds - stream_before.load_seconds) / n},
         {"wait_seconds_per_unit", wait},
         {"wait_fraction", seconds > 0 ? wait / seconds : 0.0}};

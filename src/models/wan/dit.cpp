@@ -376,6 +376,7 @@ WeightStreamStats WanDit::weight_stream_stats() const {
   out.pinned_blocks = b.pinned();
   out.window = b.window();
   out.loads = s.loads - b.pinned();
+  out.uses = s.uses;
   out.load_seconds = s.load_seconds;
   out.wait_seconds = s.wait_seconds;
   return out;

@@ -112,7 +112,8 @@ struct WeightResidency {
 // and the time forward() waited for them.
 struct WeightStreamStats {
   int streamed_blocks = 0, pinned_blocks = 0, window = 0;
-  int64_t loads = 0;
+  int64_t loads = 0;  // blocks read (the loader's read-ahead included: timing decides it)
+  int64_t uses = 0;   // streamed blocks handed to the forwards (one read each when streaming)
   double load_seconds = 0, wait_seconds = 0;
 };
 
