@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "io/safetensors.h"
 #include "support/test_support.h"
 
@@ -70,8 +72,33 @@ TEST(VaeCli, BenchPrintsJson) {
   const auto [code, out] = run_vidax("bench vae --size 32x32 --frames 5 --precision bf16 --json");
   ASSERT_EQ(code, 0) << out;
   for (const char* key : {"\"seconds_per_frame\"", "\"peak_rss_bytes\"", "\"frames\":5",
-                          "\"seconds\"", "\"estimated_peak_bytes\""})
+                          "\"page_reuse\"", "\"seconds\"", "\"estimated_peak_bytes\""})
     EXPECT_NE(out.find(key), std::string::npos) << key << " in " << out;
+}
+
+// VIDAX_PAGE_REUSE: off keeps nothing, a slack keeps buffers between latent frames, anything
+// else is a one-line error naming the variable.
+TEST(VaeCli, PageReuseSettingIsCheckedAndReported) {
+  const std::string bench = std::string(" ") + VIDAX_BINARY +
+                            " bench vae --size 32x32 --frames 9 --precision bf16 --json 2>&1";
+  const vidax::testing::CommandResult bad =
+      vidax::testing::run_shell("VIDAX_PAGE_REUSE=lots" + bench);
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
+  EXPECT_NE(bad.out.find("VIDAX_PAGE_REUSE: expected off, on or a fraction"), std::string::npos)
+      << bad.out;
+  for (const std::string setting : {"off", "1"}) {
+    const vidax::testing::CommandResult r =
+        vidax::testing::run_shell("VIDAX_PAGE_REUSE=" + setting + bench);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+    EXPECT_GT(j["page_reuse"]["mapped"].get<int>(), 0) << r.out;
+    if (setting == "off") {
+      EXPECT_EQ(j["page_reuse"]["reused"].get<int>(), 0) << r.out;
+    } else {
+      EXPECT_GT(j["page_reuse"]["reused"].get<int>(), 0) << r.out;
+    }
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "core/page_buffer.h"
 #include "io/safetensors.h"
 #include "models/wan/vae.h"
 #include "models/wan/vae_checkpoint.h"
@@ -96,6 +97,49 @@ TEST_P(VaeVersionTest, DecodingInPiecesAcrossCallsEqualsOneCall) {
       pos += f.dim(1);
     }
     EXPECT_EQ(pos, whole.dim(1));
+  }
+}
+
+// Reusing pages between latent frames (core/page_buffer.h) changes no bit: every buffer is
+// written before it is read whether its mapping is fresh or kept. Decode whole, tiled and in
+// pieces across calls, and encode, in f32 and bf16, with reuse off and with room to keep all.
+TEST_P(VaeVersionTest, PageReuseChangesNoBit) {
+  const int64_t z = tiny(GetParam()).z_dim;
+  const Tensor lat = torch_randn(6, Shape{z, 4, 3, 4});
+  const Tensor video = torch_randn(7, Shape{3, 5, 16, 16});
+  for (Precision p : {Precision::kFP32, Precision::kBF16}) {
+    WanVae vae = tiny_vae(GetParam(), p);
+    auto run = [&] {
+      std::vector<std::vector<float>> out;
+      out.push_back(vae.decode(lat).to_float_vector());
+      out.push_back(vae.decode(lat, VaeDecodeOptions{2, 2, 1}).to_float_vector());
+      std::vector<float> pieces;
+      for (int64_t f0 : {0, 1, 3}) {
+        VaeDecodeOptions o;
+        o.continues = f0 > 0;
+        o.more_follows = f0 < 3;
+        vae.decode(
+            lat.slice(1, f0, f0 == 1 ? 3 : f0 + 1).contiguous(),
+            [&](const Tensor& f) {
+              const std::vector<float> v = f.to_float_vector();
+              pieces.insert(pieces.end(), v.begin(), v.end());
+            },
+            o);
+      }
+      out.push_back(pieces);
+      out.push_back(vae.encode(video).to_float_vector());
+      return out;
+    };
+    PageReuse::set(false);
+    const auto plain = run();
+    PageReuse::set(true, 4);
+    const int64_t reused = PageReuse::stats().reused;
+    const auto kept = run();
+    EXPECT_GT(PageReuse::stats().reused, reused);
+    PageReuse::set(true, 0);
+    ASSERT_EQ(plain.size(), kept.size());
+    for (size_t i = 0; i < plain.size(); ++i)
+      EXPECT_EQ(plain[i], kept[i]) << "run " << i << (p == Precision::kBF16 ? " bf16" : " f32");
   }
 }
 

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/vidax/commands.h"
+#include "core/page_buffer.h"
 #include "io/safetensors.h"
 #include "models/wan/vae.h"
 #include "models/wan/vae_checkpoint.h"
@@ -168,6 +169,7 @@ void bench_vae(const BenchArgs& a) {
   const size_t rss_after_load = peak_rss_bytes();
 
   const int64_t lat_f = (a.frames - 1) / ts + 1;
+  const PageReuse::Stats reuse_before = PageReuse::stats();
   double seconds = 0, first_chunk = 0;
   const auto t0 = std::chrono::steady_clock::now();
   if (a.encode) {
@@ -207,6 +209,12 @@ void bench_vae(const BenchArgs& a) {
                       {"rss_after_load_bytes", rss_after_load},
                       {"estimated_peak_bytes", estimate}};
   if (!a.encode) j["seconds_to_first_frame"] = first_chunk;
+  // What the page reuse did (VIDAX_PAGE_REUSE; docs/vae.md): buffers served from kept mappings,
+  // new mappings made, kept ones given back to stay under the limit.
+  const PageReuse::Stats reuse = PageReuse::stats();
+  j["page_reuse"] = {{"reused", reuse.reused - reuse_before.reused},
+                     {"mapped", reuse.mapped - reuse_before.mapped},
+                     {"given_back", reuse.given_back - reuse_before.given_back}};
   if (a.json) {
     std::printf("%s\n", j.dump().c_str());
     return;

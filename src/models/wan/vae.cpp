@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/convert.h"
+#include "core/page_buffer.h"
 #include "models/wan/vae_impl.h"
 #include "nn/video_ops.h"
 
@@ -161,6 +162,8 @@ Tensor WanVae::encode(const Tensor& video_in, const CaptureFn& capture) {
                       video_in.shape().str());
   if (!is_float(video.dtype()))
     throw_input_error("video: expected a float tensor, got ", video.describe());
+  // The encoder makes the same buffers once per chunk of frames: keep their pages between them.
+  const PageReuse reuse;
   const int64_t t = video.dim(1), hh = video.dim(2), ww = video.dim(3);
   const int64_t ts = cfg.temporal_stride(), ss = cfg.spatial_stride();
   if (t < 1 || (t - 1) % ts != 0)

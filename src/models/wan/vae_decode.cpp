@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/page_buffer.h"
 #include "dist/group.h"
 #include "models/wan/vae.h"
 #include "models/wan/vae_impl.h"
@@ -65,6 +66,8 @@ void WanVae::decode(const Tensor& latent_in, const FrameSink& sink, const VaeDec
       (opt.tile_w > 0 && opt.overlap >= opt.tile_w))
     throw_input_error("tiling: overlap ", opt.overlap, " must be smaller than the tile (",
                       opt.tile_h, "x", opt.tile_w, " latent pixels)");
+  // The decoder makes the same buffers once per latent frame: keep their pages between frames.
+  const PageReuse reuse;
   const int64_t z = cfg.z_dim, nf = latent.dim(1), lh = latent.dim(2), lw = latent.dim(3);
   const int64_t ss = cfg.spatial_stride(), ts = cfg.temporal_stride(), p = cfg.patch();
   const int64_t hh = lh * ss, ww = lw * ss;

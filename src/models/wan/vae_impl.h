@@ -23,7 +23,8 @@ namespace vidax::wan {
 struct FloatPages {
   PageBuffer mem;
   FloatPages() = default;
-  explicit FloatPages(size_t n) : mem(n * sizeof(float)) {}
+  explicit FloatPages(size_t n, PageBuffer::Init init = PageBuffer::Init::kZeros)
+      : mem(n * sizeof(float), init) {}
   float* data() { return reinterpret_cast<float*>(mem.data()); }
   const float* data() const { return reinterpret_cast<const float*>(mem.data()); }
 };
@@ -33,7 +34,10 @@ struct Frames {
   int64_t t = 0, h = 0, w = 0, c = 0;
   FloatPages data;
 
-  static Frames make(int64_t t, int64_t h, int64_t w, int64_t c);
+  // Zeros, or with kUndefined contents the caller overwrites whole (a reused mapping keeps
+  // what its last owner wrote: see core/page_buffer.h).
+  static Frames make(int64_t t, int64_t h, int64_t w, int64_t c,
+                     PageBuffer::Init init = PageBuffer::Init::kZeros);
   int64_t frame_elems() const { return h * w * c; }
   int64_t rows() const { return t * h * w; }
   float* frame(int64_t i) { return data.data() + i * frame_elems(); }

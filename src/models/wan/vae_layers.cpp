@@ -10,11 +10,18 @@
 #include "nn/video_ops.h"
 
 namespace vidax::wan {
+namespace {
 
-Frames Frames::make(int64_t t, int64_t h, int64_t w, int64_t c) {
+// For buffers that are written whole before they are read (conv outputs, staging copies): a
+// reused mapping is not cleared first.
+constexpr PageBuffer::Init kWritten = PageBuffer::Init::kUndefined;
+
+}  // namespace
+
+Frames Frames::make(int64_t t, int64_t h, int64_t w, int64_t c, PageBuffer::Init init) {
   Frames f;
   f.t = t, f.h = h, f.w = w, f.c = c;
-  f.data = FloatPages(static_cast<size_t>(std::max<int64_t>(t * h * w * c, 1)));
+  f.data = FloatPages(static_cast<size_t>(std::max<int64_t>(t * h * w * c, 1)), init);
   return f;
 }
 
@@ -96,11 +103,11 @@ Frames CausalConv::run(const RunCtx& ctx, int64_t t, int64_t h, int64_t w, const
   const size_t item = dtype_size(conv_.compute_dtype());
   const size_t frame_bytes = static_cast<size_t>(h * w * cin_) * item;
   if (carry_ == 0) {
-    PageBuffer staging(frame_bytes * static_cast<size_t>(t));
+    PageBuffer staging(frame_bytes * static_cast<size_t>(t), kWritten);
     fill(staging.data());
     Frames out;
     if (residual == nullptr)
-      out = Frames::make(t, conv_.out_height(h), conv_.out_width(w), cout_);
+      out = Frames::make(t, conv_.out_height(h), conv_.out_width(w), cout_, kWritten);
     else
       out = std::move(*residual);
     conv_.forward(staging.data(), t, h, w, out.data.data(), residual != nullptr);
@@ -119,10 +126,11 @@ Frames CausalConv::run(const RunCtx& ctx, int64_t t, int64_t h, int64_t w, const
     if (s.h >= 0) copy_bytes(grown.data(), s.frames.data(), carry_bytes);
     s.frames = std::move(grown);
   }
+  s.frames.take_back();                 // the new frames go where the last call released
   fill(s.frames.data() + carry_bytes);  // [carry + t, h, w, C_in]
   Frames out;
   if (residual == nullptr)
-    out = Frames::make(t, conv_.out_height(h), conv_.out_width(w), cout_);
+    out = Frames::make(t, conv_.out_height(h), conv_.out_width(w), cout_, kWritten);
   else
     out = std::move(*residual);
   VIDAX_CHECK(
@@ -144,9 +152,9 @@ Frames CausalConv::run_partial(Slot& s, int64_t t, int64_t h, int64_t w, const F
                                Frames* residual) {
   const int64_t ho = conv_.out_height(h), wo = conv_.out_width(w), px = ho * wo;
   const size_t item = dtype_size(conv_.compute_dtype());
-  Frames taps = Frames::make(t, ho, wo, kt_ * cout_);  // [t, h', w', kT * C_out]: tap-major
+  Frames taps = Frames::make(t, ho, wo, kt_ * cout_, kWritten);  // [t, h', w', kT * C_out]
   {
-    PageBuffer staging(static_cast<size_t>(t * h * w * cin_) * item);
+    PageBuffer staging(static_cast<size_t>(t * h * w * cin_) * item, kWritten);
     fill(staging.data());
     conv_.forward(staging.data(), t, h, w, taps.data.data());
   }
@@ -156,7 +164,7 @@ Frames CausalConv::run_partial(Slot& s, int64_t t, int64_t h, int64_t w, const F
   s.resident = partial_bytes;
   Frames out;
   if (residual == nullptr) {
-    out = Frames::make(t, ho, wo, cout_);
+    out = Frames::make(t, ho, wo, cout_, kWritten);
   } else {
     out = std::move(*residual);
     VIDAX_CHECK(out.t == t && out.h == ho && out.w == wo && out.c == cout_,
@@ -196,7 +204,7 @@ Frames VaeResBlock::forward(Frames x, const RunCtx& ctx) {
   // The residual (x, or its 1x1 projection) receives conv2's output in place.
   Frames r;
   if (shortcut.defined()) {
-    r = Frames::make(x.t, x.h, x.w, out);
+    r = Frames::make(x.t, x.h, x.w, out, kWritten);
     shortcut.forward(x.data.data(), x.rows(), r.data.data());
   } else {
     r = std::move(x);
@@ -214,7 +222,7 @@ Frames VaeResBlock::forward(Frames x, const RunCtx& ctx) {
 // --- Attention: per frame, q/k/v from one 1x1 conv, softmax(q k^T / sqrt(C)) v, 1x1 proj.
 
 Frames VaeAttention::forward(const Frames& x) {
-  Frames y = Frames::make(x.t, x.h, x.w, c);
+  Frames y = Frames::make(x.t, x.h, x.w, c, kWritten);
   const int64_t n = x.h * x.w;
   FloatPages xn(static_cast<size_t>(n * c)), qkv_buf(static_cast<size_t>(n * 3 * c)),
       att(static_cast<size_t>(n * c));
@@ -246,7 +254,7 @@ Frames VaeResample::forward(Frames x, const RunCtx& ctx) {
       Frames y = up_time.run(ctx, in.t, in.h, in.w, [&](void* dst) {
         fill_converted(in.data.data(), in.rows() * in.c, compute, dst);
       });  // [t, h, w, 2C]: channel halves are frames 2i and 2i+1
-      Frames z = Frames::make(2 * y.t, y.h, y.w, dim);
+      Frames z = Frames::make(2 * y.t, y.h, y.w, dim, kWritten);
       const int64_t px = y.h * y.w;
 #pragma omp parallel for collapse(2) schedule(static)
       for (int64_t i = 0; i < y.t; ++i)
@@ -260,21 +268,21 @@ Frames VaeResample::forward(Frames x, const RunCtx& ctx) {
   if (mode == VaeResampleMode::kUp2d || mode == VaeResampleMode::kUp3d) {
     // Convert first, then upsample in the compute dtype: the 4x larger buffer is only built
     // once, in bf16 on the bf16 path.
-    PageBuffer small(static_cast<size_t>(x.rows() * dim) * item);
+    PageBuffer small(static_cast<size_t>(x.rows() * dim) * item, kWritten);
     fill_converted(x.data.data(), x.rows() * dim, compute, small.data());
     const int64_t t = x.t, h = x.h, w = x.w;
     x = Frames();
-    PageBuffer up(static_cast<size_t>(t * 4 * h * w * dim) * item);
+    PageBuffer up(static_cast<size_t>(t * 4 * h * w * dim) * item, kWritten);
     upsample_nearest2x_bytes(small.data(), up.data(), t, h, w, dim * static_cast<int64_t>(item));
     small = PageBuffer();
-    Frames out = Frames::make(t, 2 * h, 2 * w, out_dim);
+    Frames out = Frames::make(t, 2 * h, 2 * w, out_dim, kWritten);
     spatial.forward(up.data(), t, 2 * h, 2 * w, out.data.data());
     return out;
   }
   // Downsampling: per-frame 3x3 stride-2 conv, then (3d) the strided time conv.
-  Frames s = Frames::make(x.t, spatial.out_height(x.h), spatial.out_width(x.w), dim);
+  Frames s = Frames::make(x.t, spatial.out_height(x.h), spatial.out_width(x.w), dim, kWritten);
   {
-    PageBuffer in(static_cast<size_t>(x.rows() * dim) * item);
+    PageBuffer in(static_cast<size_t>(x.rows() * dim) * item, kWritten);
     fill_converted(x.data.data(), x.rows() * dim, compute, in.data());
     spatial.forward(in.data(), x.t, x.h, x.w, s.data.data());
   }
