@@ -5,14 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <new>
-
 #include <string_view>
+
 #include "core/error.h"
 
 namespace vidax {
