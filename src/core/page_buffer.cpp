@@ -113,48 +113,55 @@ struct Pool {
     return 0;
   }
 
-  // Gives back kept mappings, then releasable pages, largest first, until the resident set plus
-  // `bytes` fits under the limit or nothing is left to give.
+  // Gives back kept mappings, then releasable pages, largest first, one at a time, until the
+  // resident set (read again after each: a kept mapping may not be resident whole) plus `bytes`
+  // fits under the limit or nothing is left to give.
   void make_room(size_t bytes) {
-    size_t rss = resident_bytes();
-    const size_t pooled = stats.kept_bytes + stats.releasable_bytes;
-    own_peak = std::max(own_peak, rss > pooled ? rss - pooled : 0);
-    const size_t limit =
-        std::max(floor, static_cast<size_t>(static_cast<double>(own_peak) * (1.0 + slack)));
-    if (rss + bytes <= limit) return;
-    auto give = [&](size_t n) {
-      rss = rss > n ? rss - n : 0;
-      stats.given_back++;
-    };
-    while (rss + bytes > limit && !kept.empty()) {
-      auto largest = std::prev(kept.end());
-      unmap(largest->second, largest->first);
-      stats.kept_bytes -= largest->first;
-      give(largest->first);
-      kept.erase(largest);
-    }
-    while (rss + bytes > limit && stats.releasable_bytes > 0) {
-      auto largest = releasable.end();
-      size_t n = 0;
-      for (auto it = releasable.begin(); it != releasable.end(); ++it) {
-        const size_t len = it->second.end - it->second.begin;
-        if (!it->second.dropped && len > n) largest = it, n = len;
-      }
-      if (largest == releasable.end()) break;
-      drop_pages(largest->first + largest->second.begin, n);
-      largest->second.dropped = true;  // kept on record: take_back() makes room for it
-      stats.releasable_bytes -= n;
-      give(n);
+    for (;;) {
+      const size_t rss = resident_bytes();
+      const size_t pooled = stats.kept_bytes + stats.releasable_bytes;
+      own_peak = std::max(own_peak, rss > pooled ? rss - pooled : 0);
+      const size_t limit =
+          std::max(floor, static_cast<size_t>(static_cast<double>(own_peak) * (1.0 + slack)));
+      if (rss + bytes <= limit || !give_back_largest()) return;
     }
   }
 
-  // Gives everything back (the last scope ended, or reuse was turned off).
+  // Unmaps the largest kept mapping, or else drops the largest releasable range. False when
+  // there is nothing to give.
+  bool give_back_largest() {
+    if (!kept.empty()) {
+      auto largest = std::prev(kept.end());
+      unmap(largest->second, largest->first);
+      stats.kept_bytes -= largest->first;
+      kept.erase(largest);
+      stats.given_back++;
+      return true;
+    }
+    auto largest = releasable.end();
+    size_t n = 0;
+    for (auto it = releasable.begin(); it != releasable.end(); ++it) {
+      const size_t len = it->second.end - it->second.begin;
+      if (!it->second.dropped && len > n) largest = it, n = len;
+    }
+    if (largest == releasable.end()) return false;
+    drop_pages(largest->first + largest->second.begin, n);
+    largest->second.dropped = true;  // kept on record: take_back() makes room for it
+    stats.releasable_bytes -= n;
+    stats.given_back++;
+    return true;
+  }
+
+  // Gives everything back (the last scope ended, or reuse was turned off). The ranges of buffers
+  // still alive (a VAE stream carried to the next call) stay on record as given back, so that
+  // their take_back() under a later scope makes room before the pages fault in again.
   void drop_all() {
     for (auto& [bytes, p] : kept) unmap(p, bytes);
     kept.clear();
-    for (auto& [data, r] : releasable)
+    for (auto& [data, r] : releasable) {
       if (!r.dropped) drop_pages(data + r.begin, r.end - r.begin);
-    releasable.clear();
+      r.dropped = true;
+    }
     stats.kept_bytes = 0;
     stats.releasable_bytes = 0;
   }
@@ -208,10 +215,13 @@ PageBuffer::~PageBuffer() {
     Pool& pl = pool();
     std::lock_guard<std::mutex> lock(pl.mu);
     // Kept whole when resident (its releasable pages too); one with pages given back would
-    // fault them in again unseen when reused: unmapped.
+    // fault them in again unseen when reused: unmapped. Keeping it changes nothing resident,
+    // but what is not a PageBuffer (the heap, a decoded video) grows meanwhile: the limit is
+    // checked again, and the largest kept mapping (perhaps this one) goes first.
     if (pl.forget(data_) == 0 && pl.active()) {
       pl.kept.emplace(rounded, data_);
       pl.stats.kept_bytes += rounded;
+      pl.make_room(0);
       return;
     }
   }

@@ -10,14 +10,16 @@
 // only marks its pages as releasable instead of dropping them, so a computation that makes the
 // same buffers over and over (the VAE decoder, once per latent frame) stops paying a page fault
 // and a kernel zeroing per 4 KiB and a TLB shootdown per unmap. What is kept is bounded: before a
-// new mapping is made (or released pages are taken back), kept mappings and then releasable
-// pages are given back, largest first, until the resident set plus the new size fits under the
-// limit: the larger of the process's peak resident set when the first scope began and
-// (1 + slack) x the peak of what the computation holds itself (the resident set less what is
-// kept). Slack 0 (the default) never raises the process's peak much above what it would be
-// without reuse, and reuses freely where an earlier phase set a higher peak (a text encoder, a
-// DiT); VIDAX_PAGE_REUSE=off|on|<slack> sets it (read at the first scope; another value is an
-// error then). The last PageReuse to end gives everything kept back.
+// new mapping is made, before released pages that were given back are taken back, and after a
+// buffer is kept, kept mappings and then releasable pages are given back, largest first, until
+// the resident set plus the new size fits under the limit: the larger of the process's peak
+// resident set when the first scope began and (1 + slack) x the peak of what the computation
+// holds itself (the resident set less what is kept). Memory that is not a PageBuffer can grow
+// between two checks, so the limit holds at the checks (docs/core.md). Slack 0 (the default)
+// keeps the process near what its peak would be without reuse, and reuses freely where an
+// earlier phase set a higher peak (a text encoder, a DiT); VIDAX_PAGE_REUSE=off|on|<slack> sets
+// it (read once per process, at its first scope; another value is an error then). The last
+// PageReuse to end gives everything kept back.
 //
 // PageBuffer is move-only and not thread-safe for concurrent release() / destruction of one
 // buffer; different buffers, and PageReuse scopes, may be used from any threads.

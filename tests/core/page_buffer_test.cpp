@@ -50,7 +50,7 @@ TEST(PageBuffer, ZeroInitialisedAndReleaseKeepsThePrefix) {
 // size: kZeros reads zeros again, the counters say what happened, and the scope's end gives the
 // kept mappings back.
 TEST(PageReuse, AFreedMappingServesTheNextBufferOfItsSize) {
-  PageReuse::set(true, 0);
+  PageReuse::set(true, 4);  // room for what this test keeps, whatever this process holds
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const PageReuse::Stats before = PageReuse::stats();
   {
@@ -81,6 +81,53 @@ TEST(PageReuse, AFreedMappingServesTheNextBufferOfItsSize) {
   { PageBuffer e(page); }
   EXPECT_EQ(PageReuse::stats().kept_bytes, 0u);
   EXPECT_EQ(PageReuse::stats().reused, before.reused + 2);
+  PageReuse::set(true, 0);
+}
+
+// At slack 0 a freed buffer is not kept when the resident set is above the process's peak at
+// the scope's start (here: a buffer larger than that peak, written whole).
+TEST(PageReuse, AFreeAboveTheLimitIsGivenBack) {
+  PageReuse::set(true, 0);
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  const PageReuse reuse;  // the limit: at least this peak
+  const size_t big = static_cast<size_t>(usage.ru_maxrss) * 1024 + (size_t{16} << 20);
+  const int64_t given_back = PageReuse::stats().given_back;
+  {
+    PageBuffer b(big, PageBuffer::Init::kUndefined);
+    std::memset(b.data(), 1, big);
+  }
+  EXPECT_EQ(PageReuse::stats().kept_bytes, 0u);
+  EXPECT_EQ(PageReuse::stats().given_back, given_back + 1);
+}
+
+// A scope's end drops the releasable pages of buffers still alive (a VAE stream carried to the
+// next call); the bytes before `keep` stay, and the buffer works as before under a later scope.
+TEST(PageReuse, AScopeEndDropsReleasedPagesOfLiveBuffers) {
+  PageReuse::set(true, 4);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  PageBuffer w(6 * page);
+  {
+    const PageReuse reuse;
+    std::memset(w.data(), 0x5a, w.size());
+    w.release_from(2 * page);
+    EXPECT_EQ(PageReuse::stats().releasable_bytes, 4 * page);
+  }
+  EXPECT_EQ(PageReuse::stats().releasable_bytes, 0u);
+  EXPECT_EQ(w.data()[2 * page - 1], std::byte{0x5a});
+#ifdef __linux__
+  EXPECT_EQ(w.data()[2 * page], std::byte{0});
+#endif
+  {
+    const PageReuse reuse;
+    w.take_back();
+    std::memset(w.data() + 2 * page, 0x22, 4 * page);
+    w.release_from(3 * page);
+    EXPECT_EQ(PageReuse::stats().releasable_bytes, 3 * page);
+    EXPECT_EQ(w.data()[3 * page], std::byte{0x22});  // kept while the scope lives
+  }
+  EXPECT_EQ(PageReuse::stats().releasable_bytes, 0u);
+  PageReuse::set(true, 0);
 }
 
 // release_from() under a PageReuse keeps the pages (the bytes before `keep` intact) until room
@@ -153,7 +200,7 @@ TEST(PageReuse, OffKeepsNothing) {
 
 // Buffers made and freed on several threads under one scope: each sees its own bytes.
 TEST(PageReuse, ThreadsShareThePool) {
-  PageReuse::set(true, 0);
+  PageReuse::set(true, 4);
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const PageReuse reuse;
   std::vector<std::thread> threads;
@@ -170,6 +217,8 @@ TEST(PageReuse, ThreadsShareThePool) {
     });
   }
   for (auto& th : threads) th.join();
+  EXPECT_GT(PageReuse::stats().reused, 0);
+  PageReuse::set(true, 0);
 }
 
 }  // namespace
