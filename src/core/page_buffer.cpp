@@ -1,6 +1,5 @@
 #include "core/page_buffer.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/memory_usage.h"
 
 namespace vidax {
 namespace {
@@ -26,37 +26,6 @@ size_t page_size() {
 size_t round_to_pages(size_t bytes) {
   const size_t page = page_size();
   return (bytes + page - 1) / page * page;
-}
-
-// Reads a small /proc file whole (0 bytes when it cannot be read).
-size_t read_proc(const char* path, char* buf, size_t cap) {
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  size_t n = 0;
-  while (n + 1 < cap) {
-    const ssize_t r = ::read(fd, buf + n, cap - 1 - n);
-    if (r <= 0) break;
-    n += static_cast<size_t>(r);
-  }
-  ::close(fd);
-  buf[n] = '\0';
-  return n;
-}
-
-// The resident set and its peak so far, in bytes (0 where /proc cannot be read: then nothing
-// fits under the peak and every kept mapping is given back at the next miss).
-size_t resident_bytes() {
-  char buf[128];
-  if (read_proc("/proc/self/statm", buf, sizeof buf) == 0) return 0;
-  const char* p = std::strchr(buf, ' ');  // "size resident shared ..." in pages
-  return p == nullptr ? 0 : std::strtoull(p + 1, nullptr, 10) * page_size();
-}
-
-size_t peak_resident_bytes() {
-  char buf[4096];
-  if (read_proc("/proc/self/status", buf, sizeof buf) == 0) return 0;
-  const char* p = std::strstr(buf, "VmHWM:");
-  return p == nullptr ? 0 : std::strtoull(p + 6, nullptr, 10) * 1024;  // "VmHWM:  123 kB"
 }
 
 // VIDAX_PAGE_REUSE: "off", "on" (the default: slack 0) or the slack as a fraction. Returns

@@ -4,7 +4,6 @@
 #include <omp.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
@@ -13,6 +12,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/memory_usage.h"
 #include "core/thread_scratch.h"
 #include "dist/mesh.h"
 #include "dist/tensor_collectives.h"
@@ -43,12 +43,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double peak_rss_bytes() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) * 1024.0;
 }
 
 void stop_if_cancelled(const GenerateOptions& o) {
@@ -512,7 +506,7 @@ std::vector<GenerationResult> generate_batch(const GenerateOptions& o,
           {"seconds_per_step", r.seconds_per_step},
           {"decode_seconds", r.decode_seconds},
           {"total_seconds", r.total_seconds}}},
-        {"peak_rss_bytes", peak_rss_bytes()},
+        {"peak_rss_bytes", static_cast<double>(peak_resident_bytes())},
         {"command", o.command_line}};
     if (!o.topology_plan.is_null()) sidecar["topology_plan"] = o.topology_plan;
     if (plan.rollout) {

@@ -4,7 +4,6 @@
 #include "core/page_buffer.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/memory_usage.h"
 
 namespace vidax {
 namespace {
@@ -44,6 +44,16 @@ TEST(PageBuffer, ZeroInitialisedAndReleaseKeepsThePrefix) {
   PageBuffer empty(0);
   EXPECT_EQ(empty.data(), nullptr);
   empty.release_from(0);
+}
+
+// The resident set follows pages written; the peak is at least where it has been.
+TEST(MemoryUsage, ResidentSetFollowsWrittenPages) {
+  const size_t before = resident_bytes();
+  ASSERT_GT(before, 0u);
+  PageBuffer b(size_t{32} << 20, PageBuffer::Init::kUndefined);
+  std::memset(b.data(), 1, b.size());
+  EXPECT_GE(resident_bytes(), before + (size_t{24} << 20));
+  EXPECT_GE(peak_resident_bytes(), size_t{24} << 20);
 }
 
 // Under a PageReuse a freed buffer's mapping serves the next buffer of the same page-rounded
@@ -88,10 +98,9 @@ TEST(PageReuse, AFreedMappingServesTheNextBufferOfItsSize) {
 // the scope's start (here: a buffer larger than that peak, written whole).
 TEST(PageReuse, AFreeAboveTheLimitIsGivenBack) {
   PageReuse::set(true, 0);
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
+  const size_t peak = peak_resident_bytes();
   const PageReuse reuse;  // the limit: at least this peak
-  const size_t big = static_cast<size_t>(usage.ru_maxrss) * 1024 + (size_t{16} << 20);
+  const size_t big = peak + (size_t{16} << 20);
   const int64_t given_back = PageReuse::stats().given_back;
   {
     PageBuffer b(big, PageBuffer::Init::kUndefined);
@@ -151,9 +160,7 @@ TEST(PageReuse, ReleasedPagesStayUntilRoomIsNeeded) {
   { PageBuffer other(2 * page); }
   EXPECT_EQ(PageReuse::stats().kept_bytes, 2 * page);
   const int64_t given_back = PageReuse::stats().given_back;
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: the peak resident set, KiB
-  const size_t huge = (size_t{1} << 30) + 8 * static_cast<size_t>(usage.ru_maxrss) * 1024;
+  const size_t huge = (size_t{1} << 30) + 8 * peak_resident_bytes();
   PageBuffer big(huge, PageBuffer::Init::kUndefined);
   EXPECT_EQ(PageReuse::stats().kept_bytes, 0u);
   EXPECT_EQ(PageReuse::stats().releasable_bytes, 0u);

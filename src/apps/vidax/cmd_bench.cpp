@@ -1,6 +1,5 @@
 // `vidax bench dit`: time the DiT forward at a model's real shapes with random (or given)
 // weights; `vidax bench peak`: the machine's f32 FMA and bf16 dot-product peak.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include "apps/vidax/mesh_args.h"
 #include "apps/vidax/weight_args.h"
 #include "core/byte_size.h"
+#include "core/memory_usage.h"
 #include "core/profile.h"
 #include "dist/tensor_collectives.h"
 #include "kernels/cpu/peak.h"
@@ -38,12 +38,6 @@ struct BenchArgs {
   bool json = false, no_peak = false, profile = false, guided = false;
   MeshArgs mesh;
 };
-
-size_t peak_rss_bytes() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<size_t>(ru.ru_maxrss) * 1024;
-}
 
 // A preset's random weights written to a file (bf16 or f32) for the streamed path, which reads
 // a checkpoint; removed when the benchmark ends. Under a mesh rank 0 writes it and every rank
@@ -228,7 +222,7 @@ void bench_dit(const BenchArgs& a) {
                       {"peak_amx_bf16_gflops", peak.amx_bf16_gflops},
                       {"peak_f32_gflops", peak.f32_gflops},
                       {"weight_bytes", model.weight_bytes()},
-                      {"peak_rss_bytes", peak_rss_bytes()},
+                      {"peak_rss_bytes", peak_resident_bytes()},
                       {"keep_fp8", keep_fp8},
                       {"keep_fp16", keep_fp16},
                       {"guided", guided},
@@ -309,7 +303,7 @@ void bench_dit(const BenchArgs& a) {
                 a.precision.c_str(), peak_ref);
   std::printf("\nweights: %.2f GiB packed; peak RSS %.2f GiB; load %.1f s\n",
               static_cast<double>(model.weight_bytes()) / (1 << 30),
-              static_cast<double>(peak_rss_bytes()) / (1 << 30), load_s);
+              static_cast<double>(peak_resident_bytes()) / (1 << 30), load_s);
   if (streamed) {
     const auto& w = j["weight_stream"];
     std::printf(

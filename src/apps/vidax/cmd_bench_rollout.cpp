@@ -3,7 +3,6 @@
 // and peak RSS, with the full cache or PBSA (--attention pbsa:...). The VAE is not run (its
 // decode is the same streaming decode as any generation; docs/vae.md).
 //   vidax bench rollout --size 416x240 --seconds 5 [--attention pbsa] [--layers 4] --json
-#include <sys/resource.h>
 
 #include <chrono>
 #include <cmath>
@@ -13,6 +12,7 @@
 
 #include "apps/vidax/commands.h"
 #include "core/error.h"
+#include "core/memory_usage.h"
 #include "core/profile.h"
 #include "models/wan/dit.h"
 #include "models/wan/dit_config.h"
@@ -31,12 +31,6 @@ struct BenchRolloutArgs {
   int64_t layers = 0, chunks = 0, context_tokens = 32;
   bool json = false;
 };
-
-double peak_rss_bytes() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) * 1024.0;
-}
 
 void bench_rollout(const BenchRolloutArgs& a) {
   auto preset = wan::dit_preset(a.model);
@@ -110,7 +104,7 @@ void bench_rollout(const BenchRolloutArgs& a) {
         {"pixel_frames_per_second", pixel_fps},
         {"load_seconds", load_seconds},
         {"dit_weight_bytes", dit.weight_bytes()},
-        {"peak_rss_bytes", peak_rss_bytes()}};
+        {"peak_rss_bytes", static_cast<double>(peak_resident_bytes())}};
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -126,7 +120,8 @@ void bench_rollout(const BenchRolloutArgs& a) {
   std::printf("  kv cache %.1f MiB (%s, %lld frames + %lld persistent rows), peak RSS %.1f MiB\n",
               r.cache().bytes() / (1 << 20), plan.rolling ? "rolling" : "global",
               static_cast<long long>(plan.cache_frames),
-              static_cast<long long>(plan.persistent_tokens), peak_rss_bytes() / (1 << 20));
+              static_cast<long long>(plan.persistent_tokens),
+              static_cast<double>(peak_resident_bytes()) / (1 << 20));
 }
 
 }  // namespace

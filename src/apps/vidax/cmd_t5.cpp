@@ -1,6 +1,5 @@
 // `vidax run t5`: the umT5 text encoder on ids/mask from a file or on a prompt (tokenized with
 // the sentencepiece model); `vidax bench t5`: seconds per encode at umT5-XXL shapes.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/vidax/commands.h"
+#include "core/memory_usage.h"
 #include "io/prompt_file.h"
 #include "io/safetensors.h"
 #include "models/wan/t5_checkpoint.h"
@@ -133,12 +133,6 @@ struct T5BenchArgs {
   bool json = false;
 };
 
-size_t peak_rss_bytes() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<size_t>(ru.ru_maxrss) * 1024;
-}
-
 void bench_t5(const T5BenchArgs& a) {
   const wan::Precision p = wan::parse_precision(a.precision, "--precision");
   if (a.tokens < 1) throw_input_error("--tokens: expected >= 1, got ", a.tokens);
@@ -208,7 +202,7 @@ void bench_t5(const T5BenchArgs& a) {
                       {"gflops_per_second", flops / seconds * 1e-9},
                       {"held_weight_bytes", enc.held_weight_bytes()},
                       {"weight_bytes_full_vocab", wan::T5Encoder::weight_bytes(full, p)},
-                      {"peak_rss_bytes", peak_rss_bytes()}};
+                      {"peak_rss_bytes", peak_resident_bytes()}};
   if (a.json) {
     std::printf("%s\n", j.dump().c_str());
     return;
@@ -225,7 +219,7 @@ void bench_t5(const T5BenchArgs& a) {
       "%.2f GiB; load %.1f s\n",
       static_cast<double>(enc.held_weight_bytes()) / (1 << 30),
       static_cast<double>(wan::T5Encoder::weight_bytes(full, p)) / (1 << 30),
-      static_cast<double>(peak_rss_bytes()) / (1 << 30), load_s);
+      static_cast<double>(peak_resident_bytes()) / (1 << 30), load_s);
 }
 
 }  // namespace

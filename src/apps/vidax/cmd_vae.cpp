@@ -2,7 +2,6 @@
 //   run vae-encode  video -> mu (+ mu_raw, log_var, enc_out), names as in the fixtures' io files
 //   run vae-decode  z -> dec_out (+ dec_post_quant_out), streamed frame chunk by frame chunk
 //   bench vae       real-size random (or given) weights: seconds per frame and peak RSS
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/vidax/commands.h"
+#include "core/memory_usage.h"
 #include "core/page_buffer.h"
 #include "io/safetensors.h"
 #include "models/wan/vae.h"
@@ -125,12 +125,6 @@ struct BenchArgs {
   bool encode = false, json = false;
 };
 
-size_t peak_rss_bytes() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<size_t>(ru.ru_maxrss) * 1024;
-}
-
 void bench_vae(const BenchArgs& a) {
   const wan::Precision p = wan::parse_precision(a.precision, "--precision");
   const auto [width, height] = parse_size(a.size, "--size");
@@ -166,7 +160,7 @@ void bench_vae(const BenchArgs& a) {
   weights = nullptr;
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
-  const size_t rss_after_load = peak_rss_bytes();
+  const size_t rss_after_load = peak_resident_bytes();
 
   const int64_t lat_f = (a.frames - 1) / ts + 1;
   const PageReuse::Stats reuse_before = PageReuse::stats();
@@ -205,7 +199,7 @@ void bench_vae(const BenchArgs& a) {
                       {"seconds_per_frame", seconds / static_cast<double>(a.frames)},
                       {"load_seconds", load_s},
                       {"weight_bytes", vae.weight_bytes()},
-                      {"peak_rss_bytes", peak_rss_bytes()},
+                      {"peak_rss_bytes", peak_resident_bytes()},
                       {"rss_after_load_bytes", rss_after_load},
                       {"estimated_peak_bytes", estimate}};
   if (!a.encode) j["seconds_to_first_frame"] = first_chunk;
